@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Cluster membership read through Ray's own state API (``ray.util.state.list_nodes``).
+
+Examples:
+  python -m rayfleet.cluster --address http://10.0.0.10:8265              # table of nodes
+  python -m rayfleet.cluster --address http://10.0.0.10:8265 --json       # machine-readable
+  python -m rayfleet.cluster --address http://10.0.0.10:8265 --min-nodes 3 --timeout 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from rayfleet.errors import ClusterWaitTimeout, RayfleetError
+
+# Ray adds these bookkeeping resources to every node; they are not capacity.
+_INTERNAL_PREFIXES = ("node:",)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: str
+    node_ip: str
+    state: str
+    is_head: bool = False
+    node_name: str = ""
+    resources: Mapping[str, float] = field(default_factory=dict)
+    start_time_ms: int = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "ALIVE"
+
+    @classmethod
+    def from_state(cls, node: Any) -> "NodeInfo":
+        """From a ray.util.state NodeState (or its dict form)."""
+        get = node.get if isinstance(node, Mapping) else lambda k, d=None: getattr(node, k, d)
+        resources = {k: float(v) for k, v in (get("resources_total") or {}).items()
+                      if not k.startswith(_INTERNAL_PREFIXES)}
+        return cls(
+            node_id=str(get("node_id")),
+            node_ip=str(get("node_ip")),
+            state=str(get("state")),
+            is_head=bool(get("is_head_node", False)),
+            node_name=str(get("node_name") or ""),
+            resources=resources,
+            start_time_ms=int(get("start_time_ms") or 0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["resources"] = dict(sorted(self.resources.items()))
+        return data
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    nodes: tuple[NodeInfo, ...]
+
+    @property
+    def alive(self) -> list[NodeInfo]:
+        return [n for n in self.nodes if n.alive]
+
+    def totals(self) -> dict[str, float]:
+        total: dict[str, float] = {}
+        for node in self.alive:
+            for key, value in node.resources.items():
+                total[key] = total.get(key, 0.0) + value
+        return dict(sorted(total.items()))
+
+    def alive_by_ip(self) -> dict[str, NodeInfo]:
+        """The newest alive node per IP (a restarted node leaves a DEAD record behind)."""
+        out: dict[str, NodeInfo] = {}
+        for node in sorted(self.alive, key=lambda n: n.start_time_ms):
+            out[node.node_ip] = node
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        totals = self.totals()
+        return {
+            "nodes": [n.to_dict() for n in self.nodes],
+            "alive_nodes": len(self.alive),
+            "dead_nodes": len(self.nodes) - len(self.alive),
+            "total_resources": totals,
+            "gpus": totals.get("GPU", 0.0),
+            "cpus": totals.get("CPU", 0.0),
+        }
+
+
+Fetcher = Callable[[], Iterable[Any]]
+
+
+def state_api_fetcher(address: str, timeout: int = 10) -> Fetcher:
+    """A fetcher that lists nodes through Ray's state API at the head's dashboard address."""
+
+    def fetch() -> list[Any]:
+        try:
+            from ray.util.state import list_nodes
+        except ImportError as exc:  # pragma: no cover - depends on the node's venv
+            raise RayfleetError(f"cannot import ray.util.state ({exc}); install ray[default] in this venv") from exc
+        return list_nodes(address=address, detail=True, limit=10000, timeout=timeout,
+                          raise_on_missing_output=False)
+
+    return fetch
+
+
+def get_state(fetch: Fetcher) -> ClusterState:
+    return ClusterState(tuple(NodeInfo.from_state(n) for n in fetch()))
+
+
+def missing_hosts(state: ClusterState, expected: Mapping[str, str]) -> list[str]:
+    """Inventory names (values of ``expected``: ip -> name) whose IP has no alive node."""
+    alive = state.alive_by_ip()
+    return sorted(name for ip, name in expected.items() if ip not in alive)
+
+
+def lacking_resources(node: NodeInfo, want: Mapping[str, float]) -> dict[str, tuple[float, float]]:
+    """Resources whose reported amount differs from the wanted one: name -> (wanted, found)."""
+    return {k: (float(v), node.resources.get(k, 0.0)) for k, v in want.items()
+            if abs(node.resources.get(k, 0.0) - float(v)) > 1e-6}
+
+
+def wait_for(
+    fetch: Fetcher,
+    *,
+    min_nodes: int = 0,
+    min_gpus: float = 0,
+    expected: Mapping[str, str] | None = None,
+    timeout: float = 120,
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ClusterState:
+    """Poll until at least ``min_nodes`` alive nodes, ``min_gpus`` GPUs, and every expected IP is alive.
+
+    ``expected`` maps node IP -> inventory host name, so a timeout names the hosts that never joined.
+    """
+    expected = dict(expected or {})
+    deadline = clock() + timeout
+    last_error: Exception | None = None
+    state: ClusterState | None = None
+    while True:
+        try:
+            state = get_state(fetch)
+            last_error = None
+            missing = missing_hosts(state, expected)
+            if len(state.alive) >= min_nodes and state.totals().get("GPU", 0.0) >= min_gpus and not missing:
+                return state
+        except Exception as exc:  # the head may still be starting: keep polling until the deadline
+            last_error = exc
+        if clock() >= deadline:
+            break
+        sleep(interval)
+    if state is None:
+        raise ClusterWaitTimeout(
+            f"could not read the cluster state in {timeout:g} s: {last_error}. "
+            "Is the head's dashboard up and reachable from here (ray_dashboard_port)?")
+    parts = [f"{len(state.alive)} alive node(s) (wanted >= {min_nodes})"]
+    gpus = state.totals().get("GPU", 0.0)
+    if min_gpus:
+        parts.append(f"{gpus:g} GPU(s) (wanted >= {min_gpus:g})")
+    missing = missing_hosts(state, expected)
+    if missing:
+        parts.append("not registered alive: " + ", ".join(
+            f"{name} ({ip})" for ip, name in sorted(expected.items()) if name in missing))
+    if last_error is not None:
+        parts.append(f"last error: {last_error}")
+    raise ClusterWaitTimeout(f"cluster not ready after {timeout:g} s: " + "; ".join(parts) +
+                             ". Check 'journalctl -u ray-worker' on the missing hosts.", state)
+
+
+def format_table(state: ClusterState) -> str:
+    rows = [("NODE_IP", "STATE", "HEAD", "CPU", "GPU", "NODE_ID")]
+    for n in sorted(state.nodes, key=lambda n: (not n.is_head, n.node_ip, n.start_time_ms)):
+        rows.append((n.node_ip, n.state, "yes" if n.is_head else "", f"{n.resources.get('CPU', 0):g}",
+                     f"{n.resources.get('GPU', 0):g}", n.node_id[:12]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    totals = state.totals()
+    lines.append(f"alive: {len(state.alive)}/{len(state.nodes)}  CPU: {totals.get('CPU', 0):g}  "
+                 f"GPU: {totals.get('GPU', 0):g}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--address", required=True, help="the head's dashboard URL, e.g. http://10.0.0.10:8265")
+    parser.add_argument("--min-nodes", type=int, default=0)
+    parser.add_argument("--min-gpus", type=float, default=0)
+    parser.add_argument("--timeout", type=float, default=0, help="wait up to this many seconds (0: no wait)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    fetch = state_api_fetcher(args.address)
+    try:
+        state = wait_for(fetch, min_nodes=args.min_nodes, min_gpus=args.min_gpus, timeout=args.timeout)
+    except RayfleetError as exc:
+        print(f"rayfleet.cluster: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(state.to_dict(), indent=2) if args.json else format_table(state))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Ray node settings: validation, the ``ray start`` command line, and the settings file.
+
+A node's effective settings live in one JSON file (``/etc/rayfleet/ray-<role>.json``) written by
+the ``rayfleet.cluster.ray_node`` module. The systemd unit runs ``python -m rayfleet.raynode exec
+--config FILE``, which turns the file into ``ray start --block ...`` and ``exec``s it, so the file
+is the single source of truth: the module restarts Ray exactly when the file's content changes.
+
+Examples:
+  python -m rayfleet.raynode args --config /etc/rayfleet/ray-head.json   # print the ray start line
+  python -m rayfleet.raynode exec --config /etc/rayfleet/ray-head.json   # what the unit runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import ipaddress
+import json
+import os
+import shlex
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from rayfleet.errors import SettingsError
+
+ROLES = ("head", "worker")
+SETTINGS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RayPorts:
+    """Every port Ray opens, pinned so a firewall can name them (Ray picks random ones otherwise)."""
+
+    gcs: int = 6379
+    dashboard: int = 8265
+    client_server: int = 10001
+    object_manager: int = 8076
+    node_manager: int = 8077
+    dashboard_agent_grpc: int = 8078
+    runtime_env_agent: int = 8079
+    metrics_export: int = 8080
+    dashboard_agent_listen: int = 52365
+    min_worker: int = 10002
+    max_worker: int = 11999
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> "RayPorts":
+        data = dict(data or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SettingsError(f"ports: unknown key(s) {unknown}; expected some of {sorted(names)}")
+        values = {}
+        for key, value in data.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not _is_int(value):
+                raise SettingsError(f"ports.{key}: expected an integer port 1-65535, got {value!r}")
+            values[key] = int(value)
+        ports = cls(**values)
+        ports.validate()
+        return ports
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not 1 <= value <= 65535:
+                raise SettingsError(f"ports.{f.name}: expected a port 1-65535, got {value}")
+        if self.min_worker > self.max_worker:
+            raise SettingsError(
+                f"ports.min_worker ({self.min_worker}) must not exceed ports.max_worker ({self.max_worker})")
+        single = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name not in ("min_worker", "max_worker")}
+        seen: dict[int, str] = {}
+        for name, port in single.items():
+            if port in seen:
+                raise SettingsError(f"ports.{name} and ports.{seen[port]} are both {port}: every Ray port must differ")
+            seen[port] = name
+            if self.min_worker <= port <= self.max_worker:
+                raise SettingsError(f"ports.{name} ({port}) lies inside the worker port range "
+                                    f"{self.min_worker}-{self.max_worker}")
+
+
+def _is_int(value: Any) -> bool:
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.strip().isdigit()
+
+
+def _number(name: str, value: Any, *, integer: bool = False, minimum: float = 0) -> float | int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise SettingsError(f"{name}: expected a number, got {value!r}")
+    try:
+        num = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        kind = "an integer" if integer else "a number"
+        raise SettingsError(f"{name}: expected {kind}, got {value!r}") from None
+    if num < minimum:
+        raise SettingsError(f"{name}: expected >= {minimum}, got {value!r}")
+    if not integer and float(num).is_integer():
+        return int(num)
+    return num
+
+
+def split_address(address: str, default_port: int) -> tuple[str, int]:
+    """'host[:port]' -> (host, port); IPv6 literals in brackets are accepted."""
+    address = address.strip()
+    if not address:
+        raise SettingsError("head_address: empty; expected the head's host or IP, optionally with :port")
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port = rest.lstrip(":") or str(default_port)
+    elif address.count(":") == 1:
+        host, port = address.split(":")
+    else:
+        host, port = address, str(default_port)
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise SettingsError(f"head_address: port {port!r} in {address!r} is not a port number 1-65535")
+    return host, int(port)
+
+
+def resolve(host: str) -> str:
+    """Resolve a host name to an address, or raise SettingsError naming it."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise SettingsError(f"head_address: host {host!r} does not resolve ({exc.strerror}); "
+                            "use an IP address or a name in DNS / /etc/hosts on every node") from None
+    return str(infos[0][4][0])
+
+
+@dataclass(frozen=True)
+class RayNodeSettings:
+    """The effective settings of one Ray node (what decides whether Ray must restart)."""
+
+    role: str
+    node_ip: str
+    ray_bin: str
+    head_address: str | None = None
+    ports: RayPorts = field(default_factory=RayPorts)
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    resources: Mapping[str, float] = field(default_factory=dict)
+    object_store_memory: int | None = None
+    temp_dir: str = "/tmp/ray"
+    dashboard_host: str | None = None
+    include_dashboard: bool = True
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "RayNodeSettings":
+        """Build and validate settings from plain data (module params or a settings file)."""
+        data = dict(data)
+        data.pop("version", None)
+        role = data.get("role")
+        if role not in ROLES:
+            raise SettingsError(f"role: expected one of {list(ROLES)}, got {role!r}")
+        node_ip = str(data.get("node_ip") or "")
+        try:
+            ipaddress.ip_address(node_ip)
+        except ValueError:
+            raise SettingsError(f"node_ip: expected this node's IP address, got {node_ip!r}") from None
+        ray_bin = str(data.get("ray_bin") or "")
+        if not ray_bin.startswith("/"):
+            raise SettingsError(f"ray_bin: expected an absolute path to the venv's ray, got {ray_bin!r}")
+        ports = RayPorts.from_mapping(data.get("ports"))
+        head_address = data.get("head_address")
+        if role == "worker":
+            if not head_address:
+                raise SettingsError("head_address: a worker needs the head's address (host or host:port)")
+            host, port = split_address(str(head_address), ports.gcs)
+            head_address = f"{host}:{port}"
+        elif head_address:
+            raise SettingsError("head_address: only workers take a head address; the head is its own")
+        resources = data.get("resources") or {}
+        if not isinstance(resources, Mapping):
+            raise SettingsError(f"resources: expected a mapping of name to amount, got {resources!r}")
+        clean_resources = {}
+        for key, value in resources.items():
+            if key in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise SettingsError(f"resources.{key}: set num_cpus/num_gpus/object_store_memory instead")
+            clean_resources[str(key)] = _number(f"resources.{key}", value)
+        env = data.get("env") or {}
+        if not isinstance(env, Mapping) or not all(isinstance(k, str) for k in env):
+            raise SettingsError(f"env: expected a mapping of variable name to value, got {env!r}")
+        temp_dir = str(data.get("temp_dir") or "/tmp/ray")
+        if not temp_dir.startswith("/"):
+            raise SettingsError(f"temp_dir: expected an absolute path, got {temp_dir!r}")
+        object_store_memory = _number("object_store_memory", data.get("object_store_memory"), integer=True)
+        if object_store_memory is not None and object_store_memory < 78643200:
+            raise SettingsError(f"object_store_memory: Ray needs at least 78643200 bytes (75 MiB), "
+                                f"got {object_store_memory}")
+        return cls(
+            role=role,
+            node_ip=node_ip,
+            ray_bin=ray_bin,
+            head_address=head_address,
+            ports=ports,
+            num_cpus=_number("num_cpus", data.get("num_cpus"), integer=True),
+            num_gpus=_number("num_gpus", data.get("num_gpus"), integer=True),
+            resources=clean_resources,
+            object_store_memory=object_store_memory,
+            temp_dir=temp_dir,
+            dashboard_host=(str(data["dashboard_host"]) if data.get("dashboard_host") else None),
+            include_dashboard=bool(data.get("include_dashboard", True)),
+            env={str(k): str(v) for k, v in env.items()},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical plain data (what the settings file holds)."""
+        data = dataclasses.asdict(self)
+        data["resources"] = dict(sorted(self.resources.items()))
+        data["env"] = dict(sorted(self.env.items()))
+        return {"version": SETTINGS_VERSION, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @property
+    def dashboard_url(self) -> str:
+        """Where the head's dashboard (and Ray's state API) answers."""
+        if self.role == "head":
+            host = self.dashboard_host or self.node_ip
+        else:
+            host = split_address(self.head_address or "", self.ports.gcs)[0]
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.ports.dashboard}"
+
+    def start_args(self, block: bool = True) -> list[str]:
+        """The full ``ray start`` command line for these settings."""
+        p = self.ports
+        args = [self.ray_bin, "start"]
+        if self.role == "head":
+            args += ["--head", f"--port={p.gcs}", f"--ray-client-server-port={p.client_server}"]
+            if self.include_dashboard:
+                args += ["--include-dashboard=true", f"--dashboard-host={self.dashboard_host or self.node_ip}",
+                         f"--dashboard-port={p.dashboard}"]
+            else:
+                args += ["--include-dashboard=false"]
+        else:
+            args += [f"--address={self.head_address}"]
+        args += [
+            f"--node-ip-address={self.node_ip}",
+            f"--object-manager-port={p.object_manager}",
+            f"--node-manager-port={p.node_manager}",
+            f"--dashboard-agent-grpc-port={p.dashboard_agent_grpc}",
+            f"--dashboard-agent-listen-port={p.dashboard_agent_listen}",
+            f"--runtime-env-agent-port={p.runtime_env_agent}",
+            f"--metrics-export-port={p.metrics_export}",
+            f"--min-worker-port={p.min_worker}",
+            f"--max-worker-port={p.max_worker}",
+            f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats",
+        ]
+        if self.num_cpus is not None:
+            args.append(f"--num-cpus={self.num_cpus}")
+        if self.num_gpus is not None:
+            args.append(f"--num-gpus={self.num_gpus}")
+        if self.resources:
+            args.append("--resources=" + json.dumps(dict(sorted(self.resources.items())), separators=(",", ":")))
+        if self.object_store_memory is not None:
+            args.append(f"--object-store-memory={self.object_store_memory}")
+        if block:
+            args.append("--block")
+        return args
+
+    def process_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        env.update(self.env)
+        return env
+
+    def expected_resources(self) -> dict[str, float]:
+        """Resources Ray must report for this node once it is registered."""
+        want: dict[str, float] = dict(self.resources)
+        if self.num_cpus is not None:
+            want["CPU"] = float(self.num_cpus)
+        if self.num_gpus is not None:
+            want["GPU"] = float(self.num_gpus)
+        return want
+
+
+def load_settings(path: str | Path) -> RayNodeSettings:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"{path}: settings file missing; run the rayfleet.cluster.ray_node module") from None
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}: not valid JSON ({exc}); re-run the ray_node module to rewrite it") from None
+    return RayNodeSettings.from_mapping(data)
+
+
+def settings_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Top-level keys whose values differ (nested mappings compared per key, dotted)."""
+    before = dict(before or {})
+    changes: dict[str, tuple[Any, Any]] = {}
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            for sub in sorted(set(old) | set(new)):
+                if old.get(sub) != new.get(sub):
+                    changes[f"{key}.{sub}"] = (old.get(sub), new.get(sub))
+        elif old != new:
+            changes[key] = (old, new)
+    return changes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.raynode", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["args", "exec", "show"],
+                        help="args: print the ray start line; exec: run it (systemd ExecStart); show: settings JSON")
+    parser.add_argument("--config", required=True, help="settings file written by the ray_node module")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as exc:
+        print(f"rayfleet.raynode: {exc}", file=sys.stderr)
+        return 2
+    if args.action == "show":
+        sys.stdout.write(settings.to_json())
+        return 0
+    argv_ray = settings.start_args(block=True)
+    if args.action == "args":
+        print(shlex.join(argv_ray))
+        return 0
+    sys.stdout.flush()
+    os.execve(argv_ray[0], argv_ray, settings.process_env())
+    return 0  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

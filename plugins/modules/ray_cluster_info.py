@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: Apache-2.0
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ray_cluster_info
+short_description: Read a Ray cluster's nodes and resources, optionally waiting for a minimum membership
+version_added: "0.1.0"
+description:
+  - Lists the cluster's nodes through Ray's state API (C(ray.util.state.list_nodes)) at the head's
+    dashboard address, and returns alive/dead counts and total resources.
+  - With O(wait_for), polls until at least O(wait_for.min_nodes) nodes and O(wait_for.min_gpus) GPUs are
+    alive and every host in O(wait_for.hosts) has an alive node; on timeout it fails naming the hosts
+    that are missing.
+  - Read-only. Must run with the Ray venv's interpreter.
+author:
+  - rayfleet authors
+options:
+  address:
+    description: The head's dashboard URL, e.g. C(http://10.0.0.10:8265).
+    type: str
+    required: true
+  wait_for:
+    description: Membership to wait for. Without it the current state is returned at once.
+    type: dict
+    suboptions:
+      min_nodes:
+        description: Minimum number of alive nodes.
+        type: int
+        default: 0
+      min_gpus:
+        description: Minimum number of GPUs summed over alive nodes.
+        type: float
+        default: 0
+      hosts:
+        description:
+          - Hosts that must each have an alive node, as a mapping of node IP to a name used in messages
+            (normally the inventory host name).
+        type: dict
+        default: {}
+  timeout:
+    description: Seconds to wait for O(wait_for).
+    type: int
+    default: 120
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+seealso:
+  - module: rayfleet.cluster.ray_node
+"""
+
+EXAMPLES = r"""
+- name: Wait for every inventory host to be an alive Ray node
+  rayfleet.cluster.ray_cluster_info:
+    address: "http://{{ hostvars[groups['ray_head'][0]].ansible_default_ipv4.address }}:8265"
+    wait_for:
+      min_nodes: "{{ groups['ray_head'] | length + groups['ray_worker'] | length }}"
+      hosts: "{{ dict(groups['ray_worker'] | map('extract', hostvars, ['ansible_default_ipv4', 'address'])
+               | zip(groups['ray_worker'])) }}"
+    timeout: 180
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+  register: cluster
+
+- name: Show total GPUs
+  ansible.builtin.debug:
+    msg: "{{ cluster.gpus }} GPUs on {{ cluster.alive_nodes }} nodes"
+"""
+
+RETURN = r"""
+nodes:
+  description: Every node Ray knows, alive or dead.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node_id: {description: Ray node id., type: str}
+    node_ip: {description: Node IP., type: str}
+    state: {description: C(ALIVE) or C(DEAD)., type: str}
+    is_head: {description: Whether this is the head node., type: bool}
+    node_name: {description: Ray's node name., type: str}
+    resources: {description: Total resources of the node (without Ray's C(node:*) entries)., type: dict}
+    start_time_ms: {description: Start time, ms since the epoch., type: int}
+alive_nodes:
+  description: Number of alive nodes.
+  returned: always
+  type: int
+  sample: 3
+dead_nodes:
+  description: Number of nodes Ray lists as dead (e.g. before a restart).
+  returned: always
+  type: int
+  sample: 0
+total_resources:
+  description: Resources summed over alive nodes.
+  returned: always
+  type: dict
+  sample: {CPU: 6.0, memory: 3.0e10, object_store_memory: 8.0e8}
+cpus:
+  description: CPUs summed over alive nodes.
+  returned: always
+  type: float
+gpus:
+  description: GPUs summed over alive nodes.
+  returned: always
+  type: float
+ray_version:
+  description: Version of Ray in the interpreter that ran the module.
+  returned: always
+  type: str
+  sample: 2.60.0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import require_rayfleet
+
+try:
+    from rayfleet.cluster import state_api_fetcher, wait_for
+    from rayfleet.errors import ClusterWaitTimeout, RayfleetError
+except ImportError:
+    pass  # reported by require_rayfleet()
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            address=dict(type="str", required=True),
+            wait_for=dict(type="dict", options=dict(
+                min_nodes=dict(type="int", default=0),
+                min_gpus=dict(type="float", default=0),
+                hosts=dict(type="dict", default={}),
+            )),
+            timeout=dict(type="int", default=120),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    require_rayfleet(module)
+    p = module.params
+    want = p["wait_for"] or {}
+    try:
+        import ray
+        ray_version = ray.__version__
+    except ImportError:
+        ray_version = ""
+    try:
+        state = wait_for(
+            state_api_fetcher(p["address"]),
+            min_nodes=want.get("min_nodes") or 0,
+            min_gpus=want.get("min_gpus") or 0,
+            expected=dict((str(k), str(v)) for k, v in (want.get("hosts") or {}).items()),
+            timeout=p["timeout"] if want else 0,
+        )
+    except ClusterWaitTimeout as exc:
+        extra = exc.state.to_dict() if exc.state is not None else {}
+        module.fail_json(msg=to_native(exc), ray_version=ray_version, **extra)
+    except RayfleetError as exc:
+        module.fail_json(msg=to_native(exc), ray_version=ray_version)
+    module.exit_json(changed=False, ray_version=ray_version, **state.to_dict())
+
+
+if __name__ == "__main__":
+    main()

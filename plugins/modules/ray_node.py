@@ -1,0 +1,434 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: Apache-2.0
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ray_node
+short_description: Ensure this host runs a Ray head or worker with the given settings
+version_added: "0.1.0"
+description:
+  - Writes the node's effective Ray settings to a JSON file (O(config_path)) and makes the Ray
+    service match them. The systemd unit installed by the C(rayfleet.cluster.ray) role runs
+    C(python -m rayfleet.raynode exec) on that file, i.e. C(ray start --block) with those settings.
+  - Ray is restarted only when the effective settings change (or O(state=restarted)); a re-run with
+    the same settings leaves the running node untouched, so its node id does not change.
+  - When systemd is PID 1 the node is started through its unit; otherwise C(ray start) is run directly.
+  - After a start or restart the module waits until Ray's own state API lists this node alive with the
+    expected resources, and returns its node id, IP and resources.
+  - Must run with the Ray venv's interpreter (the C(rayfleet) library and C(ray) are imported there).
+author:
+  - rayfleet authors
+options:
+  role:
+    description: Whether this node is the cluster head or a worker.
+    type: str
+    required: true
+    choices: [head, worker]
+  state:
+    description:
+      - V(started) starts Ray if it is not running and restarts it when the settings changed.
+      - V(restarted) always restarts it. V(stopped) stops it (the settings file is kept).
+    type: str
+    default: started
+    choices: [started, stopped, restarted]
+  node_ip:
+    description: This node's IP address on the cluster network (C(--node-ip-address)).
+    type: str
+  head_address:
+    description:
+      - The head's host or IP, optionally with C(:port) (the GCS port, default O(ports.gcs)). Workers only.
+      - Must resolve on this host.
+    type: str
+  ray_bin:
+    description: Absolute path of the C(ray) executable. Defaults to C(ray) beside the interpreter running the module.
+    type: path
+  ports:
+    description: Every port Ray opens, pinned. Keys not given keep their defaults.
+    type: dict
+    default: {}
+    suboptions:
+      gcs: {description: GCS port of the head (C(--port)). Default 6379., type: int}
+      dashboard: {description: Dashboard and state API port of the head. Default 8265., type: int}
+      client_server: {description: Ray client server port of the head. Default 10001., type: int}
+      object_manager: {description: Object manager port. Default 8076., type: int}
+      node_manager: {description: Raylet (node manager) port. Default 8077., type: int}
+      dashboard_agent_grpc: {description: Dashboard agent gRPC port. Default 8078., type: int}
+      runtime_env_agent: {description: Runtime env agent port. Default 8079., type: int}
+      metrics_export: {description: Prometheus metrics export port. Default 8080., type: int}
+      dashboard_agent_listen: {description: Dashboard agent HTTP port. Default 52365., type: int}
+      min_worker: {description: Lowest worker process port. Default 10002., type: int}
+      max_worker: {description: Highest worker process port. Default 11999., type: int}
+  num_cpus:
+    description: CPUs this node offers to Ray. Omit to let Ray detect them.
+    type: int
+  num_gpus:
+    description: GPUs this node offers to Ray. Omit to let Ray detect them.
+    type: int
+  resources:
+    description: Custom resources, name to amount.
+    type: dict
+    default: {}
+  object_store_memory:
+    description: Object store size in bytes. Omit for Ray's default (30% of memory, capped by /dev/shm).
+    type: int
+  temp_dir:
+    description: Ray's temporary and log directory on this node.
+    type: path
+    default: /tmp/ray
+  dashboard_host:
+    description: Address the head's dashboard binds to. Defaults to O(node_ip) (not 0.0.0.0).
+    type: str
+  include_dashboard:
+    description: Run the dashboard on the head. Required for Ray's state API, job submission and the wait.
+    type: bool
+    default: true
+  env:
+    description: Extra environment for the Ray processes (e.g. C(NCCL_SOCKET_IFNAME)). C(RAY_USAGE_STATS_ENABLED=0) is always set.
+    type: dict
+    default: {}
+  config_path:
+    description: Settings file the unit reads. Defaults to C(/etc/rayfleet/ray-<role>.json).
+    type: path
+  service:
+    description: systemd unit name. Defaults to C(ray-<role>.service).
+    type: str
+  service_manager:
+    description: V(auto) uses systemd when it is PID 1, else runs C(ray start) directly.
+    type: str
+    default: auto
+    choices: [auto, systemd, none]
+  wait:
+    description: Wait until this node is registered alive with the expected resources.
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds to wait for registration.
+    type: int
+    default: 120
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would change (settings, start, restart) without writing or touching Ray.
+  diff_mode:
+    support: full
+    description: Shows the settings file before and after.
+notes:
+  - The systemd unit itself is installed by the C(rayfleet.cluster.ray) role.
+seealso:
+  - module: rayfleet.cluster.ray_cluster_info
+"""
+
+EXAMPLES = r"""
+- name: Start the Ray head
+  rayfleet.cluster.ray_node:
+    role: head
+    node_ip: "{{ ansible_default_ipv4.address }}"
+    num_gpus: 8
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+
+- name: Join a worker to the head, with a custom resource
+  rayfleet.cluster.ray_node:
+    role: worker
+    node_ip: "{{ ansible_default_ipv4.address }}"
+    head_address: "10.0.0.10:6379"
+    resources:
+      efa: 1
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+
+- name: Stop Ray on this worker
+  rayfleet.cluster.ray_node:
+    role: worker
+    state: stopped
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+"""
+
+RETURN = r"""
+action:
+  description: What was done to the Ray service.
+  returned: always
+  type: str
+  sample: restarted
+  choices: [none, started, restarted, stopped]
+settings_changed:
+  description: Whether the effective settings (the settings file) changed.
+  returned: always
+  type: bool
+changed_keys:
+  description: Settings that differ from the previous run, dotted (e.g. C(ports.dashboard)).
+  returned: always
+  type: list
+  elements: str
+  sample: [num_cpus]
+node_id:
+  description: Ray's id of this node, once registered. Empty in check mode or when not waiting.
+  returned: when state is not stopped
+  type: str
+  sample: 31c0321d3e511d351d943add249c61e4fb8edf91d96aec3036c43126
+node_ip:
+  description: The IP the node registered with.
+  returned: when state is not stopped
+  type: str
+  sample: 10.0.0.11
+resources:
+  description: Resources Ray reports for this node (Ray's internal C(node:*) entries left out).
+  returned: when state is not stopped
+  type: dict
+  sample: {CPU: 8.0, GPU: 1.0, memory: 1.0e10, object_store_memory: 2.0e9}
+ray_start_args:
+  description: The full C(ray start) command line the service runs.
+  returned: when state is not stopped
+  type: list
+  elements: str
+dashboard_url:
+  description: The head's dashboard (state API) address this node was checked against.
+  returned: when state is not stopped
+  type: str
+  sample: http://10.0.0.10:8265
+service:
+  description: The systemd unit, or C(none) when Ray runs without systemd.
+  returned: always
+  type: str
+  sample: ray-worker.service
+"""
+
+import json
+import os
+import sys
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import (
+    C_LOCALE,
+    Systemd,
+    require_rayfleet,
+    systemd_is_init,
+)
+
+try:
+    from rayfleet.cluster import get_state, lacking_resources, state_api_fetcher
+    from rayfleet.errors import RayfleetError, SettingsError
+    from rayfleet.raynode import RayNodeSettings, resolve, settings_diff, split_address
+except ImportError:
+    pass  # reported by require_rayfleet()
+
+PORT_KEYS = ("gcs", "dashboard", "client_server", "object_manager", "node_manager", "dashboard_agent_grpc",
+             "runtime_env_agent", "metrics_export", "dashboard_agent_listen", "min_worker", "max_worker")
+
+
+def build_module():
+    port_opts = dict((k, dict(type="int")) for k in PORT_KEYS)
+    return AnsibleModule(
+        argument_spec=dict(
+            role=dict(type="str", required=True, choices=["head", "worker"]),
+            state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
+            node_ip=dict(type="str"),
+            head_address=dict(type="str"),
+            ray_bin=dict(type="path"),
+            ports=dict(type="dict", default={}, options=port_opts),
+            num_cpus=dict(type="int"),
+            num_gpus=dict(type="int"),
+            resources=dict(type="dict", default={}),
+            object_store_memory=dict(type="int"),
+            temp_dir=dict(type="path", default="/tmp/ray"),
+            dashboard_host=dict(type="str"),
+            include_dashboard=dict(type="bool", default=True),
+            env=dict(type="dict", default={}),
+            config_path=dict(type="path"),
+            service=dict(type="str"),
+            service_manager=dict(type="str", default="auto", choices=["auto", "systemd", "none"]),
+            wait=dict(type="bool", default=True),
+            wait_timeout=dict(type="int", default=120),
+        ),
+        required_if=[
+            ("state", "started", ("node_ip",)),
+            ("state", "restarted", ("node_ip",)),
+        ],
+        supports_check_mode=True,
+    )
+
+
+def read_settings_file(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError):
+        return None
+    except ValueError:
+        return {"unreadable": True}
+
+
+def write_settings_file(module, path, content):
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(content)
+    os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, path)
+
+
+class NoSystemdService(object):
+    """Ray started directly with `ray start` when systemd is not PID 1 (plain containers, chroots)."""
+
+    def __init__(self, module, settings):
+        self.module = module
+        self.settings = settings
+
+    def is_active(self, unit):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/comm" % pid) as f:
+                    if f.read().strip() == "raylet":
+                        return True
+            except (IOError, OSError):
+                continue
+        return False
+
+    def action(self, verb, unit):
+        ray = self.settings.ray_bin
+        env = dict(C_LOCALE, RAY_USAGE_STATS_ENABLED="0")
+        env.update(self.settings.env)
+        if verb in ("stop", "restart"):
+            self.module.run_command([ray, "stop", "--force"], environ_update=env, check_rc=True)
+        if verb in ("start", "restart"):
+            self.module.run_command(self.settings.start_args(block=False), environ_update=env, check_rc=True)
+
+
+def wait_registered(module, settings, not_node_id, timeout):
+    """Poll Ray's state API until this node is alive with the expected resources."""
+    fetch = state_api_fetcher(settings.dashboard_url, timeout=10)
+    want = settings.expected_resources()
+    deadline = time.monotonic() + timeout
+    problem = "no answer yet"
+    while True:
+        try:
+            node = get_state(fetch).alive_by_ip().get(settings.node_ip)
+            if node is None:
+                problem = "no alive node with IP %s is registered" % settings.node_ip
+            elif not_node_id and node.node_id == not_node_id:
+                problem = "the node from before the restart (%s) is still the one registered" % not_node_id
+            else:
+                lacking = lacking_resources(node, want)
+                if not lacking:
+                    return node
+                problem = "resources differ (name: wanted, found): %s" % ", ".join(
+                    "%s: %g, %g" % (k, w, f) for k, (w, f) in sorted(lacking.items()))
+        except Exception as exc:  # the dashboard may still be starting
+            problem = to_native(exc)
+        if time.monotonic() >= deadline:
+            module.fail_json(
+                msg="Ray %s on %s did not register alive within %d s at %s: %s. "
+                    "See 'journalctl -u %s' and %s/session_latest/logs on this host."
+                    % (settings.role, settings.node_ip, timeout, settings.dashboard_url, problem,
+                       module.params["service"] or "ray-" + settings.role, settings.temp_dir))
+        time.sleep(1)
+
+
+def current_node_id(settings):
+    try:
+        node = get_state(state_api_fetcher(settings.dashboard_url, timeout=5)).alive_by_ip().get(settings.node_ip)
+    except Exception:
+        return None
+    return node.node_id if node else None
+
+
+def main():
+    module = build_module()
+    require_rayfleet(module)
+    p = module.params
+    role = p["role"]
+    config_path = p["config_path"] or "/etc/rayfleet/ray-%s.json" % role
+    use_systemd = p["service_manager"] == "systemd" or (p["service_manager"] == "auto" and systemd_is_init())
+    unit = p["service"] or "ray-%s.service" % role
+    result = dict(changed=False, action="none", settings_changed=False, changed_keys=[],
+                  service=unit if use_systemd else "none")
+
+    ray_bin = p["ray_bin"] or os.path.join(os.path.dirname(sys.executable), "ray")
+    before = read_settings_file(config_path)
+
+    if p["state"] == "stopped":
+        settings = RayNodeSettings.from_mapping(before) if before and "unreadable" not in before else None
+        service = Systemd(module) if use_systemd else NoSystemdService(module, settings)
+        if use_systemd or settings is not None:
+            if service.is_active(unit):
+                result.update(changed=True, action="stopped")
+                if not module.check_mode:
+                    service.action("stop", unit)
+        module.exit_json(**result)
+
+    try:
+        settings = RayNodeSettings.from_mapping(dict(
+            role=role, node_ip=p["node_ip"], ray_bin=ray_bin, head_address=p["head_address"],
+            ports=dict((k, v) for k, v in p["ports"].items() if v is not None),
+            num_cpus=p["num_cpus"], num_gpus=p["num_gpus"], resources=p["resources"],
+            object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
+            dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
+        ))
+        if role == "worker":
+            resolve(split_address(settings.head_address, settings.ports.gcs)[0])
+    except SettingsError as exc:
+        module.fail_json(msg="ray_node (%s): %s" % (role, to_native(exc)))
+    if not os.access(settings.ray_bin, os.X_OK):
+        module.fail_json(msg="ray_bin: %s is not an executable; install Ray with the rayfleet.cluster.ray role "
+                             "or set ray_bin" % settings.ray_bin)
+    if role == "head" and not settings.include_dashboard and p["wait"]:
+        module.fail_json(msg="wait needs the head's dashboard (Ray's state API): set include_dashboard=true "
+                             "or wait=false")
+
+    after = settings.to_dict()
+    content = settings.to_json()
+    changes = settings_diff(before, after)
+    result.update(settings_changed=bool(changes), changed_keys=sorted(changes),
+                  ray_start_args=settings.start_args(block=True), dashboard_url=settings.dashboard_url,
+                  node_ip=settings.node_ip, node_id="", resources={})
+    if module._diff:
+        result["diff"] = dict(
+            before_header=config_path, after_header=config_path,
+            before=json.dumps(before, indent=2, sort_keys=True) + "\n" if before else "",
+            after=content)
+
+    service = Systemd(module) if use_systemd else NoSystemdService(module, settings)
+    active = service.is_active(unit)
+    if not active:
+        action = "started"
+    elif p["state"] == "restarted" or changes:
+        action = "restarted"
+    else:
+        action = "none"
+    result["action"] = action
+    result["changed"] = bool(changes) or action != "none"
+
+    if module.check_mode:
+        module.exit_json(**result)
+
+    if changes:
+        write_settings_file(module, config_path, content)
+    previous_id = current_node_id(settings) if action == "restarted" and p["wait"] else None
+    if action == "restarted":
+        service.action("restart", unit)
+    elif action == "started":
+        service.action("start", unit)
+
+    if p["wait"]:
+        try:
+            node = wait_registered(module, settings, previous_id, p["wait_timeout"])
+        except RayfleetError as exc:
+            module.fail_json(msg=to_native(exc), **result)
+        result.update(node_id=node.node_id, node_ip=node.node_ip, resources=dict(node.resources))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

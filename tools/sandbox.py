@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Local sandbox hosts for rayfleet: podman containers that boot systemd and are reached over SSH.
+
+Each sandbox is a podman network plus one head and N worker containers built from a local
+Debian 12 image (made with debootstrap: no registry is needed). Hosts get their own SSH host
+keys at first boot; the controller trusts exactly those keys (a known_hosts file per sandbox),
+and logs in as ``debian`` with a key made for the sandbox, like a cloud image.
+
+Examples:
+  tools/sandbox.py image                      # build localhost/rayfleet-debian12 once
+  tools/sandbox.py up --name demo --workers 2 # start head + 2 workers, print JSON
+  tools/sandbox.py list --name demo           # Ansible inventory JSON (used by inventories/sandbox)
+  tools/sandbox.py down --name demo           # remove containers, network and keys
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE_ROOT = Path(os.environ.get("RAYFLEET_SANDBOX_DIR", ROOT / ".sandbox"))
+IMAGE = os.environ.get("RAYFLEET_SANDBOX_IMAGE", "localhost/rayfleet-debian12:latest")
+MIRROR = os.environ.get("RAYFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+FACT_CACHE = ROOT / ".cache" / "facts"
+LABEL = "io.rayfleet.sandbox"
+GROUP_LABEL = "io.rayfleet.group"
+LOGIN_USER = "debian"
+IMAGE_PACKAGES = "python3,openssh-server,systemd,systemd-sysv,sudo,iproute2,dbus"
+
+# First-boot unit: every container gets its own SSH host keys (the image ships none).
+KEYGEN_UNIT = """\
+[Unit]
+Description=Generate SSH host keys on first boot
+Before=ssh.service
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+class SandboxError(RuntimeError):
+    """A sandbox operation failed; the message says what and how to recover."""
+
+
+def podman_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("CONTAINERS_CONF", str(ROOT / "sandbox" / "containers.conf"))
+    return env
+
+
+def podman(*args: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["podman", *args]
+    proc = subprocess.run(cmd, env=podman_env(), text=True, capture_output=capture, check=False)
+    if check and proc.returncode != 0:
+        raise SandboxError(f"{' '.join(cmd)} failed (rc={proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def image_exists(image: str = IMAGE) -> bool:
+    return podman("image", "exists", image, check=False).returncode == 0
+
+
+def build_image(force: bool = False) -> str:
+    """Build the Debian 12 systemd host image with debootstrap and import it into podman."""
+    if image_exists() and not force:
+        return IMAGE
+    if shutil.which("debootstrap") is None:
+        raise SandboxError("debootstrap is not installed: run 'make deps' (apt-get install debootstrap)")
+    with tempfile.TemporaryDirectory(prefix="rayfleet-image-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        subprocess.run(
+            ["debootstrap", "--variant=minbase", f"--include={IMAGE_PACKAGES}", "bookworm", str(rootfs), MIRROR],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
+            key.unlink()
+        unit = rootfs / "etc/systemd/system/ssh-hostkeys.service"
+        unit.write_text(KEYGEN_UNIT)
+        wants = rootfs / "etc/systemd/system/multi-user.target.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        (wants / "ssh-hostkeys.service").symlink_to("/etc/systemd/system/ssh-hostkeys.service")
+        (rootfs / "etc/machine-id").write_text("")
+        # A login user with passwordless sudo, as on Debian's cloud images.
+        subprocess.run(["chroot", str(rootfs), "useradd", "--create-home", "--shell", "/bin/bash", LOGIN_USER],
+                       check=True)
+        sudoers = rootfs / "etc/sudoers.d" / LOGIN_USER
+        sudoers.write_text(f"{LOGIN_USER} ALL=(ALL) NOPASSWD:ALL\n")
+        sudoers.chmod(0o440)
+        shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
+        for lists in (rootfs / "var/lib/apt/lists").glob("*_*"):
+            lists.unlink()
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(
+            ["podman", "import", "--change", "CMD=/sbin/init", "-", IMAGE],
+            stdin=tar.stdout, env=podman_env(), capture_output=True, text=True, check=False,
+        )
+        tar.wait()
+        if imp.returncode != 0:
+            raise SandboxError(f"podman import failed: {imp.stderr.strip()}")
+    return IMAGE
+
+
+class Sandbox:
+    """One named sandbox: its network, containers and controller-side files."""
+
+    def __init__(self, name: str):
+        if not name.replace("-", "").isalnum():
+            raise SandboxError(f"sandbox name {name!r}: use letters, digits and '-' only")
+        self.name = name
+        self.dir = STATE_ROOT / name
+        self.network = f"rayfleet-{name}"
+        self.key = self.dir / "id_ed25519"
+        self.known_hosts = self.dir / "known_hosts"
+
+    def container(self, host: str) -> str:
+        return f"rayfleet-{self.name}-{host}"
+
+    def forget_facts(self) -> None:
+        """Drop Ansible's cached facts for this sandbox's hosts: new containers get new addresses."""
+        for cached in FACT_CACHE.glob(f"{self.name}-*"):
+            cached.unlink()
+
+    def hosts(self) -> list[dict]:
+        """Running containers of this sandbox: name, group, address."""
+        proc = podman("ps", "--filter", f"label={LABEL}={self.name}", "--format", "json")
+        hosts = []
+        for c in json.loads(proc.stdout or "[]"):
+            labels = c.get("Labels") or {}
+            cname = c["Names"][0]
+            hosts.append({
+                "host": cname.removeprefix("rayfleet-"),
+                "container": cname,
+                "group": labels.get(GROUP_LABEL, "ray_worker"),
+                "address": self.address(cname),
+            })
+        return sorted(hosts, key=lambda h: (h["group"] != "ray_head", h["host"]))
+
+    def address(self, container: str) -> str:
+        proc = podman("inspect", container, "--format", "json")
+        nets = json.loads(proc.stdout)[0]["NetworkSettings"]["Networks"]
+        return nets[self.network]["IPAddress"]
+
+    def up(self, workers: int) -> list[dict]:
+        build_image()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o700)
+        if not self.key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rayfleet-sandbox-{self.name}",
+                            "-f", str(self.key)], check=True)
+        if podman("network", "exists", self.network, check=False).returncode != 0:
+            podman("network", "create", "--label", f"{LABEL}={self.name}", self.network)
+        wanted = [("head", "ray_head")] + [(f"worker{i}", "ray_worker") for i in range(1, workers + 1)]
+        existing = {h["container"] for h in self.hosts()}
+        for host, group in wanted:
+            if self.container(host) not in existing:
+                self._run_container(host, group)
+        for host, group in wanted:
+            if self.container(host) not in existing:
+                self._prepare(self.container(host))
+        self.forget_facts()
+        self._write_known_hosts()
+        return self.hosts()
+
+    def _run_container(self, host: str, group: str) -> None:
+        cname = self.container(host)
+        podman("rm", "--force", "--ignore", cname)
+        podman(
+            "run", "--detach", "--name", cname, "--hostname", cname,
+            "--label", f"{LABEL}={self.name}", "--label", f"{GROUP_LABEL}={group}",
+            "--network", self.network, "--systemd=always", "--shm-size=1g",
+            # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
+            IMAGE, "/sbin/init",
+        )
+
+    def _prepare(self, cname: str) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            state = podman("exec", cname, "systemctl", "is-system-running", check=False).stdout.strip()
+            if state in ("running", "degraded"):
+                break
+            if time.monotonic() > deadline:
+                raise SandboxError(f"{cname}: systemd did not reach 'running' in 60 s (state {state!r})")
+            time.sleep(0.5)
+        pub = self.key.with_suffix(".pub").read_text()
+        ssh_dir = f"/home/{LOGIN_USER}/.ssh"
+        script = (
+            f"install -d -m 0700 -o {LOGIN_USER} -g {LOGIN_USER} {ssh_dir} && "
+            f"printf '%s' \"$KEY\" > {ssh_dir}/authorized_keys && "
+            f"chown {LOGIN_USER}: {ssh_dir}/authorized_keys && chmod 0600 {ssh_dir}/authorized_keys"
+        )
+        podman("exec", "--env", f"KEY={pub}", cname, "sh", "-c", script)
+
+    def _write_known_hosts(self) -> None:
+        """Trust each host's real ed25519 key, read over podman's own channel (not over the network)."""
+        lines = []
+        for h in self.hosts():
+            deadline = time.monotonic() + 30
+            while True:
+                proc = podman("exec", h["container"], "cat", "/etc/ssh/ssh_host_ed25519_key.pub", check=False)
+                if proc.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"{h['container']}: no SSH host key after 30 s")
+                time.sleep(0.5)
+            keytype, key = proc.stdout.split()[:2]
+            lines.append(f"{h['address']} {keytype} {key}\n")
+        self.known_hosts.write_text("".join(lines))
+
+    def refresh(self) -> None:
+        """Re-read addresses after a container restart (podman keeps them, but be sure)."""
+        self._write_known_hosts()
+
+    def down(self) -> None:
+        proc = podman("ps", "--all", "--filter", f"label={LABEL}={self.name}", "--format", "{{.Names}}")
+        names = proc.stdout.split()
+        if names:
+            podman("rm", "--force", "--time", "5", *names)
+        podman("network", "rm", "--force", self.network, check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.forget_facts()
+
+    def inventory(self) -> dict:
+        """Ansible dynamic-inventory JSON for this sandbox's running hosts."""
+        inv: dict = {"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}, "ray_worker": {"hosts": []},
+                     "sandbox": {"children": ["ray_head", "ray_worker"]}}
+        ssh_args = f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
+        for h in self.hosts():
+            inv[h["group"]]["hosts"].append(h["host"])
+            inv["_meta"]["hostvars"][h["host"]] = {
+                "ansible_host": h["address"],
+                "ansible_user": LOGIN_USER,
+                "ansible_ssh_private_key_file": str(self.key),
+                "ansible_ssh_common_args": ssh_args,
+                "rayfleet_sandbox_container": h["container"],
+            }
+        return inv
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("image", help="build the Debian 12 systemd host image")
+    p.add_argument("--force", action="store_true", help="rebuild even if it exists")
+    for cmd in ("up", "down", "list", "hosts"):
+        p = sub.add_parser(cmd)
+        p.add_argument("--name", default=os.environ.get("RAYFLEET_SANDBOX", "demo"))
+        if cmd == "up":
+            p.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "image":
+            print(build_image(force=args.force))
+            return 0
+        sb = Sandbox(args.name)
+        if args.cmd == "up":
+            if args.workers < 0:
+                raise SandboxError(f"--workers must be >= 0, got {args.workers}")
+            print(json.dumps(sb.up(args.workers), indent=2))
+        elif args.cmd == "down":
+            sb.down()
+        elif args.cmd == "hosts":
+            print(json.dumps(sb.hosts(), indent=2))
+        else:
+            print(json.dumps(sb.inventory(), indent=2))
+    except SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
