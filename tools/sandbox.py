@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-# SPDX-License-Identifier: Apache-2.0
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Local sandbox hosts for rayfleet: podman containers that boot systemd and are reached over SSH.
 
 Each sandbox is a podman network plus one head and N worker containers built from a local

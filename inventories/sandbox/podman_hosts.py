@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-# SPDX-License-Identifier: Apache-2.0
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible inventory script for the local sandbox: the running containers of one sandbox.
 
 The sandbox is chosen by RAYFLEET_SANDBOX (default: demo); `make demo` and the Molecule scenario
@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
-from sandbox import Sandbox, SandboxError  # noqa: E402
+from sandbox import Sandbox, SandboxError
 
 
 def main() -> int:

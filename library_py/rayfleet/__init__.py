@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """rayfleet: the node-side library of the rayfleet.cluster Ansible collection.
 
 Importable without Ray (Ray is imported lazily where a live cluster is needed), so the logic

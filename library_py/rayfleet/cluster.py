@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Cluster membership read through Ray's own state API (``ray.util.state.list_nodes``).
 
 Examples:
@@ -14,8 +14,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from rayfleet.errors import ClusterWaitTimeout, RayfleetError
 
@@ -38,11 +39,11 @@ class NodeInfo:
         return self.state == "ALIVE"
 
     @classmethod
-    def from_state(cls, node: Any) -> "NodeInfo":
+    def from_state(cls, node: Any) -> NodeInfo:
         """From a ray.util.state NodeState (or its dict form)."""
         get = node.get if isinstance(node, Mapping) else lambda k, d=None: getattr(node, k, d)
-        resources = {k: float(v) for k, v in (get("resources_total") or {}).items()
-                      if not k.startswith(_INTERNAL_PREFIXES)}
+        total = get("resources_total") or {}
+        resources = {k: float(v) for k, v in total.items() if not k.startswith(_INTERNAL_PREFIXES)}
         return cls(
             node_id=str(get("node_id")),
             node_ip=str(get("node_ip")),

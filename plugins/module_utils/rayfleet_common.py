@@ -1,5 +1,5 @@
-# -*- coding: utf-8 -*-
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 """Helpers shared by the rayfleet.cluster modules: importing the node-side library, systemd control."""
 
@@ -11,8 +11,11 @@ import traceback
 from ansible.module_utils.basic import missing_required_lib
 
 RAYFLEET_IMPORT_ERROR = None
+RAYFLEET_VERSION = None
 try:
-    import rayfleet  # noqa: F401  (installed into the Ray venv by the ray role)
+    import rayfleet  # installed into the Ray venv by the ray role
+
+    RAYFLEET_VERSION = rayfleet.__version__
 except ImportError:
     RAYFLEET_IMPORT_ERROR = traceback.format_exc()
 
@@ -37,7 +40,7 @@ def systemd_is_init():
     return os.path.isdir("/run/systemd/system")
 
 
-class Systemd(object):
+class Systemd:
     """Minimal systemctl wrapper: list-form commands, C locale, failures carry rc/stdout/stderr."""
 
     def __init__(self, module):

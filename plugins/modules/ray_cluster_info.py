@@ -1,6 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ description:
     that are missing.
   - Read-only. Must run with the Ray venv's interpreter.
 author:
-  - rayfleet authors
+  - rayfleet authors (@rayfleet)
 options:
   address:
     description: The head's dashboard URL, e.g. C(http://10.0.0.10:8265).
@@ -89,7 +89,7 @@ nodes:
     is_head: {description: Whether this is the head node., type: bool}
     node_name: {description: Ray's node name., type: str}
     resources: {description: Total resources of the node (without Ray's C(node:*) entries)., type: dict}
-    start_time_ms: {description: Start time, ms since the epoch., type: int}
+    start_time_ms: {description: "Start time, milliseconds since the epoch.", type: int}
 alive_nodes:
   description: Number of alive nodes.
   returned: always
@@ -122,7 +122,9 @@ ray_version:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import require_rayfleet
+from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import (
+    require_rayfleet,
+)
 
 try:
     from rayfleet.cluster import state_api_fetcher, wait_for

@@ -1,6 +1,6 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
-# SPDX-License-Identifier: Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ description:
     expected resources, and returns its node id, IP and resources.
   - Must run with the Ray venv's interpreter (the C(rayfleet) library and C(ray) are imported there).
 author:
-  - rayfleet authors
+  - rayfleet authors (@rayfleet)
 options:
   role:
     description: Whether this node is the cluster head or a worker.
@@ -260,7 +260,7 @@ def read_settings_file(path):
     try:
         with open(path) as f:
             return json.load(f)
-    except (IOError, OSError):
+    except OSError:
         return None
     except ValueError:
         return {"unreadable": True}
@@ -277,7 +277,7 @@ def write_settings_file(module, path, content):
     module.atomic_move(tmp, path)
 
 
-class NoSystemdService(object):
+class NoSystemdService:
     """Ray started directly with `ray start` when systemd is not PID 1 (plain containers, chroots)."""
 
     def __init__(self, module, settings):
@@ -292,7 +292,7 @@ class NoSystemdService(object):
                 with open("/proc/%s/comm" % pid) as f:
                     if f.read().strip() == "raylet":
                         return True
-            except (IOError, OSError):
+            except OSError:
                 continue
         return False
 

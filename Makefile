@@ -1,0 +1,70 @@
+# rayfleet — a newcomer on a fresh Debian 12 machine needs two commands:
+#   make demo    a local 3-node Ray cluster (podman hosts), built by site.yml
+#   make test    everything CI checks (lint, sanity, unit, molecule)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+PYTHON    ?= python3
+WORKERS   ?= 2
+SANDBOX   ?= demo
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS  := podman runc debootstrap openssh-client rsync iproute2 python3-venv
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help deps venv image demo demo-down test lint sanity unit molecule bench-converge clean
+
+help:
+	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
+	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
+	@echo "make unit | lint | sanity | molecule | bench-converge"
+
+deps:  ## system packages the sandbox needs (Debian/Ubuntu)
+	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+image: deps
+	tools/sandbox.py image
+
+demo: deps venv image
+	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) > /dev/null
+	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook site.yml -i inventories/sandbox
+	@RAYFLEET_SANDBOX=$(SANDBOX) tools/summary.py
+
+demo-down:
+	tools/sandbox.py down --name $(SANDBOX)
+
+test: deps venv
+	tools/stages.py lint sanity unit molecule
+
+lint: venv
+	ruff check .
+	ansible-lint
+
+sanity: venv
+	tools/ansible-test.sh sanity --python 3.11
+
+unit: venv
+	pytest -q tests/unit
+
+molecule: deps venv image
+	molecule test
+
+bench-converge: deps venv image
+	tools/bench_converge.py --workers $(WORKERS)
+
+clean: demo-down
+	rm -rf .cache tests/output artifacts

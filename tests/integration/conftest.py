@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Shared helpers for the testinfra verifier: Ray's own view of the cluster, read on the head."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY_DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+VENV = RAY_DEFAULTS["ray_venv_dir"]
+RAY = f"{VENV}/bin/ray"
+SANDBOX = os.environ.get("RAYFLEET_SANDBOX", "molecule")
+CONTAINERS_CONF = str(ROOT / "sandbox" / "containers.conf")
+
+
+def role_of(host) -> str:
+    groups = host.ansible.get_variables()["group_names"]
+    return "head" if "ray_head" in groups else "worker"
+
+
+def node_ip(host) -> str:
+    """The sandbox reaches each host at its cluster address."""
+    return host.ansible.get_variables()["ansible_host"]
+
+
+def journal(host, unit: str) -> str:
+    return host.run(f"journalctl --no-pager -n 60 -u {unit}").stdout
+
+
+def ray_nodes(head, head_ip: str) -> list[dict]:
+    """`ray list nodes` on the head, as JSON (Ray's own CLI and state API)."""
+    cmd = head.run(f"cd /tmp && {RAY} list nodes --format json --limit 1000 --address http://{head_ip}:8265")
+    assert cmd.rc == 0, f"ray list nodes failed on the head: {cmd.stderr}"
+    return json.loads(cmd.stdout)
+
+
+def alive_ips(nodes: list[dict]) -> list[str]:
+    return sorted(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
+
+
+def wait_for_cluster(head, head_ip: str, want_ips: list[str], timeout: float,
+                     exclude_ids: set[str] | None = None) -> tuple[float, list[dict]]:
+    """Poll until exactly want_ips are alive (with node ids not in exclude_ids); return seconds taken."""
+    start = time.monotonic()
+    exclude_ids = exclude_ids or set()
+    last: object = None
+    while time.monotonic() - start < timeout:
+        try:
+            nodes = ray_nodes(head, head_ip)
+            alive = [n for n in nodes if n["state"] == "ALIVE"]
+            last = [(n["node_ip"], n["node_id"][:8]) for n in alive]
+            if sorted(n["node_ip"] for n in alive) == sorted(want_ips) and not {
+                    n["node_id"] for n in alive} & exclude_ids:
+                return time.monotonic() - start, nodes
+        except (AssertionError, json.JSONDecodeError) as exc:  # head still starting
+            last = str(exc)
+        time.sleep(2)
+    pytest.fail(f"cluster did not show {want_ips} alive (new node ids) within {timeout:g} s; last seen: {last}")
+
+
+def podman(*args: str) -> str:
+    env = dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF)
+    proc = subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def container(inventory_name: str) -> str:
+    return f"rayfleet-{inventory_name}"
+
+
+def inventory_ips(request) -> dict[str, str]:
+    """Inventory name -> address of every ray_head/ray_worker host."""
+    from testinfra import get_host
+
+    inv = request.config.option.ansible_inventory
+    any_host = get_host("ansible://ray_head", ansible_inventory=inv)
+    groups = any_host.ansible.get_variables()["groups"]
+    members = groups["ray_head"] + groups.get("ray_worker", [])
+    return {m: get_host(f"ansible://{m}", ansible_inventory=inv).ansible.get_variables()["ansible_host"]
+            for m in members}
