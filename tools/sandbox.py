@@ -168,7 +168,7 @@ class Sandbox:
         for host, group in wanted:
             if self.container(host) not in existing:
                 self._run_container(host, group)
-        for host, group in wanted:
+        for host, _group in wanted:
             if self.container(host) not in existing:
                 self._prepare(self.container(host))
         self.forget_facts()

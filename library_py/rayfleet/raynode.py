@@ -181,7 +181,7 @@ class RayNodeSettings:
             if not head_address:
                 raise SettingsError("head_address: a worker needs the head's address (host or host:port)")
             host, port = split_address(str(head_address), ports.gcs)
-            head_address = f"{host}:{port}"
+            head_address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         elif head_address:
             raise SettingsError("head_address: only workers take a head address; the head is its own")
         resources = data.get("resources") or {}

@@ -48,7 +48,7 @@ class Systemd:
         self.systemctl = module.get_bin_path("systemctl", required=True)
 
     def _run(self, *args):
-        return self.module.run_command([self.systemctl] + list(args), environ_update=C_LOCALE)
+        return self.module.run_command([self.systemctl, *args], environ_update=C_LOCALE)
 
     def is_active(self, unit):
         rc, out, _err = self._run("is-active", unit)

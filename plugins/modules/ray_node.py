@@ -87,7 +87,9 @@ options:
     type: bool
     default: true
   env:
-    description: Extra environment for the Ray processes (e.g. C(NCCL_SOCKET_IFNAME)). C(RAY_USAGE_STATS_ENABLED=0) is always set.
+    description:
+      - Extra environment for the Ray processes (e.g. C(NCCL_SOCKET_IFNAME)).
+      - C(RAY_USAGE_STATS_ENABLED=0) is always set.
     type: dict
     default: {}
   config_path:
@@ -361,11 +363,10 @@ def main():
     if p["state"] == "stopped":
         settings = RayNodeSettings.from_mapping(before) if before and "unreadable" not in before else None
         service = Systemd(module) if use_systemd else NoSystemdService(module, settings)
-        if use_systemd or settings is not None:
-            if service.is_active(unit):
-                result.update(changed=True, action="stopped")
-                if not module.check_mode:
-                    service.action("stop", unit)
+        if (use_systemd or settings is not None) and service.is_active(unit):
+            result.update(changed=True, action="stopped")
+            if not module.check_mode:
+                service.action("stop", unit)
         module.exit_json(**result)
 
     try:

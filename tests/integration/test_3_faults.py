@@ -50,7 +50,7 @@ def test_killed_raylet_is_restarted_by_systemd_and_rejoins(host, request):
     old = _ids_at(before, ip)
     assert old, f"{name} not alive before the fault"
     podman("exec", container(name), "pkill", "-9", "-x", "raylet")
-    took, after = wait_for_cluster(host, node_ip(host), sorted(inventory_ips(request).values()), 60,
+    took, _after = wait_for_cluster(host, node_ip(host), sorted(inventory_ips(request).values()), 60,
                                    exclude_ids=old)
     restarts = podman("exec", container(name), "systemctl", "show", "-p", "NRestarts", "--value",
                       "ray-worker.service").strip()
@@ -76,8 +76,8 @@ def test_restarted_head_host_brings_the_whole_cluster_back(host, request):
     podman("restart", "--time", "10", container(head_name))
     _wait_ssh(host)
     try:
-        took, nodes = wait_for_cluster(host, node_ip(host), sorted(ips.values()),
-                                       120 - (time.monotonic() - start), exclude_ids=old)
+        wait_for_cluster(host, node_ip(host), sorted(ips.values()),
+                         120 - (time.monotonic() - start), exclude_ids=old)
     except BaseException:
         print(journal(host, "ray-head.service"))
         raise

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+import pytest
+from rayfleet.cluster import ClusterState, NodeInfo, format_table, get_state, lacking_resources, wait_for
+from rayfleet.errors import ClusterWaitTimeout
+
+
+def node(ip, state="ALIVE", head=False, cpu=2.0, gpu=0.0, start=0, node_id=None):
+    resources = {"CPU": cpu, f"node:{ip}": 1.0, "memory": 1e9}
+    if head:
+        resources["node:__internal_head__"] = 1.0
+    if gpu:
+        resources["GPU"] = gpu
+    return {"node_id": node_id or f"id-{ip}-{start}", "node_ip": ip, "state": state, "is_head_node": head,
+            "resources_total": resources, "start_time_ms": start}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_internal_resources_are_dropped_and_totals_count_alive_only():
+    state = get_state(lambda: [node("10.0.0.1", head=True), node("10.0.0.2", gpu=8), node("10.0.0.3", "DEAD")])
+    assert state.alive[0].resources == {"CPU": 2.0, "memory": 1e9}
+    assert state.totals() == {"CPU": 4.0, "GPU": 8.0, "memory": 2e9}
+    summary = state.to_dict()
+    assert (summary["alive_nodes"], summary["dead_nodes"], summary["gpus"]) == (2, 1, 8.0)
+
+
+def test_restarted_node_newest_record_wins():
+    old = node("10.0.0.2", start=1, node_id="old")
+    new = node("10.0.0.2", start=5, node_id="new")
+    dead = node("10.0.0.2", "DEAD", start=9, node_id="dead")
+    state = get_state(lambda: [new, dead, old])
+    assert state.alive_by_ip()["10.0.0.2"].node_id == "new"
+
+
+def test_wait_for_returns_once_everything_joined():
+    rounds = [[node("10.0.0.1", head=True)], [node("10.0.0.1", head=True), node("10.0.0.2")]]
+    clock = FakeClock()
+    state = wait_for(lambda: rounds.pop(0) if len(rounds) > 1 else rounds[0], min_nodes=2,
+                     expected={"10.0.0.1": "head", "10.0.0.2": "worker1"}, timeout=30, clock=clock,
+                     sleep=clock.sleep)
+    assert len(state.alive) == 2
+    assert clock.now == 1.0
+
+
+def test_wait_for_timeout_names_missing_hosts():
+    clock = FakeClock()
+    fetch = lambda: [node("10.0.0.1", head=True), node("10.0.0.3", "DEAD")]  # noqa: E731
+    with pytest.raises(ClusterWaitTimeout) as err:
+        wait_for(fetch, min_nodes=3, min_gpus=8, timeout=10, clock=clock, sleep=clock.sleep,
+                 expected={"10.0.0.1": "demo-head", "10.0.0.2": "demo-worker1", "10.0.0.3": "demo-worker2"})
+    msg = str(err.value)
+    assert "1 alive node(s) (wanted >= 3)" in msg
+    assert "0 GPU(s) (wanted >= 8)" in msg
+    assert "not registered alive: demo-worker1 (10.0.0.2), demo-worker2 (10.0.0.3)" in msg
+    assert "demo-head" not in msg
+    assert isinstance(err.value.state, ClusterState)
+    assert clock.now == 10.0
+
+
+def test_wait_for_unreachable_head_reports_last_error():
+    clock = FakeClock()
+
+    def fetch():
+        raise ConnectionError("connection refused")
+
+    with pytest.raises(ClusterWaitTimeout, match="could not read the cluster state in 5 s: connection refused"):
+        wait_for(fetch, min_nodes=1, timeout=5, clock=clock, sleep=clock.sleep)
+
+
+def test_lacking_resources():
+    info = NodeInfo.from_state(node("10.0.0.2", cpu=2.0))
+    assert lacking_resources(info, {"CPU": 2}) == {}
+    assert lacking_resources(info, {"CPU": 4, "GPU": 1}) == {"CPU": (4.0, 2.0), "GPU": (1.0, 0.0)}
+
+
+def test_format_table_puts_head_first():
+    state = get_state(lambda: [node("10.0.0.2"), node("10.0.0.1", head=True)])
+    lines = format_table(state).splitlines()
+    assert lines[0].split() == ["NODE_IP", "STATE", "HEAD", "CPU", "GPU", "NODE_ID"]
+    assert lines[1].startswith("10.0.0.1") and "yes" in lines[1]
+    assert lines[-1] == "alive: 2/2  CPU: 4  GPU: 0"

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The modules' decisions (write, start, restart, nothing) with systemd and Ray's state API faked."""
+
+import json
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.rayfleet.cluster.plugins.modules import ray_cluster_info, ray_node
+
+
+class Exit(Exception):
+    def __init__(self, failed, result):
+        super().__init__(result.get("msg", ""))
+        self.failed = failed
+        self.result = result
+
+
+@pytest.fixture(autouse=True)
+def _capture_exit(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exit(False, kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        raise Exit(True, {"msg": msg, **kwargs})
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+class FakeSystemd:
+    """systemctl with one unit: records actions; a (re)start gives the node a new Ray node id."""
+
+    active = False
+    actions: list = []
+
+    def __init__(self, module):
+        pass
+
+    def is_active(self, unit):
+        return FakeSystemd.active
+
+    def action(self, verb, unit):
+        FakeSystemd.actions.append((verb, unit))
+        FakeSystemd.active = verb != "stop"
+        if verb in ("start", "restart"):
+            FakeCluster.generation += 1
+
+
+class FakeCluster:
+    generation = 0
+    cpus = 2.0
+
+    @classmethod
+    def fetcher(cls, address, timeout=10):
+        def fetch():
+            if not FakeSystemd.active:
+                raise ConnectionError("connection refused")
+            return [{"node_id": f"node-{cls.generation}", "node_ip": "10.0.0.10", "state": "ALIVE",
+                     "is_head_node": True, "resources_total": {"CPU": cls.cpus, "node:10.0.0.10": 1.0},
+                     "start_time_ms": cls.generation}]
+        return fetch
+
+
+@pytest.fixture
+def node_env(tmp_path, monkeypatch):
+    ray_bin = tmp_path / "ray"
+    ray_bin.write_text("#!/bin/sh\n")
+    ray_bin.chmod(0o755)
+    FakeSystemd.active, FakeSystemd.actions = False, []
+    FakeCluster.generation, FakeCluster.cpus = 0, 2.0
+    monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
+    monkeypatch.setattr(ray_node, "systemd_is_init", lambda: True)
+    monkeypatch.setattr(ray_node, "state_api_fetcher", FakeCluster.fetcher)
+    monkeypatch.setattr(ray_node.time, "sleep", lambda s: None)
+    base = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray_bin), "num_cpus": 2,
+            "config_path": str(tmp_path / "ray-head.json"), "wait_timeout": 5}
+    return base, tmp_path / "ray-head.json"
+
+
+def run(module, args, check_mode=False, diff=False):
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args), pytest.raises(Exit) as exc:
+        module.main()
+    return exc.value
+
+
+def test_first_run_writes_settings_and_starts(node_env):
+    args, config = node_env
+    out = run(ray_node, args)
+    assert not out.failed, out.result
+    assert out.result["changed"] and out.result["action"] == "started"
+    assert out.result["node_id"] == "node-1"
+    assert out.result["resources"] == {"CPU": 2.0}
+    assert FakeSystemd.actions == [("start", "ray-head.service")]
+    assert json.loads(config.read_text())["num_cpus"] == 2
+
+
+def test_rerun_with_same_settings_touches_nothing(node_env):
+    args, config = node_env
+    run(ray_node, args)
+    mtime = config.stat().st_mtime_ns
+    out = run(ray_node, args)
+    assert not out.failed and not out.result["changed"] and out.result["action"] == "none"
+    assert FakeSystemd.actions == [("start", "ray-head.service")]
+    assert config.stat().st_mtime_ns == mtime
+    assert out.result["node_id"] == "node-1"
+
+
+def test_changed_setting_restarts_and_waits_for_a_new_node(node_env):
+    args, _config = node_env
+    run(ray_node, args)
+    FakeCluster.cpus = 4.0
+    out = run(ray_node, {**args, "num_cpus": 4})
+    assert not out.failed, out.result
+    assert out.result["action"] == "restarted" and out.result["changed_keys"] == ["num_cpus"]
+    assert out.result["node_id"] == "node-2"
+    assert FakeSystemd.actions[-1] == ("restart", "ray-head.service")
+
+
+def test_check_mode_shows_diff_and_changes_nothing(node_env):
+    args, config = node_env
+    run(ray_node, args)
+    out = run(ray_node, {**args, "num_cpus": 4, "ports": {"dashboard": 9265}}, check_mode=True, diff=True)
+    assert out.result["changed"] and out.result["action"] == "restarted"
+    assert out.result["changed_keys"] == ["num_cpus", "ports.dashboard"]
+    assert '"num_cpus": 2' in out.result["diff"]["before"] and '"num_cpus": 4' in out.result["diff"]["after"]
+    assert json.loads(config.read_text())["num_cpus"] == 2
+    assert FakeSystemd.actions == [("start", "ray-head.service")]
+
+
+def test_bad_port_fails_before_anything_changes(node_env):
+    args, config = node_env
+    out = run(ray_node, {**args, "ports": {"gcs": 70000}})
+    assert out.failed
+    assert out.result["msg"] == "ray_node (head): ports.gcs: expected a port 1-65535, got 70000"
+    assert not config.exists() and FakeSystemd.actions == []
+
+
+def test_unresolvable_head_address_fails_before_anything_changes(node_env):
+    args, config = node_env
+    worker = {**args, "role": "worker", "head_address": "no-such-head.invalid",
+              "config_path": str(config.with_name("ray-worker.json"))}
+    out = run(ray_node, worker)
+    assert out.failed
+    assert "head_address: host 'no-such-head.invalid' does not resolve" in out.result["msg"]
+    assert not config.with_name("ray-worker.json").exists() and FakeSystemd.actions == []
+
+
+def test_node_registering_with_wrong_resources_fails_naming_them(node_env, monkeypatch):
+    args, _config = node_env
+    clock = iter(range(0, 1000, 3))
+    monkeypatch.setattr(ray_node.time, "monotonic", lambda: next(clock))
+    out = run(ray_node, {**args, "num_cpus": 4})
+    assert out.failed
+    assert "did not register alive within 5 s" in out.result["msg"]
+    assert "resources differ (name: wanted, found): CPU: 4, 2" in out.result["msg"]
+    assert "journalctl -u ray-head" in out.result["msg"]
+
+
+def test_stopped_stops_an_active_node(node_env):
+    args, _config = node_env
+    run(ray_node, args)
+    out = run(ray_node, {"role": "head", "state": "stopped", "config_path": args["config_path"]})
+    assert out.result["changed"] and out.result["action"] == "stopped"
+    assert FakeSystemd.actions[-1] == ("stop", "ray-head.service")
+    out = run(ray_node, {"role": "head", "state": "stopped", "config_path": args["config_path"]})
+    assert not out.result["changed"]
+
+
+def test_cluster_info_wait_names_missing_hosts(monkeypatch):
+    nodes = [{"node_id": "a", "node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True,
+              "resources_total": {"CPU": 2.0}}]
+    monkeypatch.setattr(ray_cluster_info, "state_api_fetcher", lambda address: lambda: nodes)
+    monkeypatch.setattr("rayfleet.cluster.time.sleep", lambda s: None)
+    ok = run(ray_cluster_info, {"address": "http://10.0.0.10:8265"})
+    assert not ok.failed and ok.result["alive_nodes"] == 1 and ok.result["cpus"] == 2.0
+    out = run(ray_cluster_info, {"address": "http://10.0.0.10:8265", "timeout": 0,
+                                 "wait_for": {"min_nodes": 2, "hosts": {"10.0.0.10": "h", "10.0.0.11": "w1"}}})
+    assert out.failed
+    assert "not registered alive: w1 (10.0.0.11)" in out.result["msg"]
+    assert out.result["alive_nodes"] == 1

@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+import json
+
+import pytest
+from rayfleet.errors import SettingsError
+from rayfleet.raynode import RayNodeSettings, RayPorts, load_settings, main, settings_diff, split_address
+
+HEAD = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": "/opt/ray/bin/ray"}
+WORKER = {"role": "worker", "node_ip": "10.0.0.11", "ray_bin": "/opt/ray/bin/ray", "head_address": "10.0.0.10"}
+
+
+def test_head_start_args_pin_every_port():
+    args = RayNodeSettings.from_mapping({**HEAD, "num_cpus": 8, "resources": {"accel": 2}}).start_args()
+    assert args[:3] == ["/opt/ray/bin/ray", "start", "--head"]
+    for flag in ("--port=6379", "--ray-client-server-port=10001", "--dashboard-port=8265",
+                 "--dashboard-host=10.0.0.10", "--object-manager-port=8076", "--node-manager-port=8077",
+                 "--dashboard-agent-grpc-port=8078", "--dashboard-agent-listen-port=52365",
+                 "--runtime-env-agent-port=8079", "--metrics-export-port=8080", "--min-worker-port=10002",
+                 "--max-worker-port=11999", "--node-ip-address=10.0.0.10", "--disable-usage-stats",
+                 "--num-cpus=8", '--resources={"accel":2}'):
+        assert flag in args
+    assert args[-1] == "--block"
+
+
+def test_worker_gets_default_gcs_port_and_no_head_flags():
+    settings = RayNodeSettings.from_mapping(WORKER)
+    assert settings.head_address == "10.0.0.10:6379"
+    args = settings.start_args(block=False)
+    assert "--address=10.0.0.10:6379" in args
+    assert "--head" not in args and "--block" not in args
+    assert settings.dashboard_url == "http://10.0.0.10:8265"
+
+
+def test_ipv6_head_address():
+    host, port = split_address("[fd00::1]:7000", 6379)
+    assert (host, port) == ("fd00::1", 7000)
+    settings = RayNodeSettings.from_mapping({**WORKER, "node_ip": "fd00::2", "head_address": "[fd00::1]"})
+    assert settings.dashboard_url == "http://[fd00::1]:8265"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"role": "boss"}, "role: expected one of ['head', 'worker'], got 'boss'"),
+        ({"node_ip": "not-an-ip"}, "node_ip: expected this node's IP address, got 'not-an-ip'"),
+        ({"ray_bin": "ray"}, "ray_bin: expected an absolute path"),
+        ({"ports": {"gcs": "sixty"}}, "ports.gcs: expected an integer port 1-65535, got 'sixty'"),
+        ({"ports": {"gcs": 70000}}, "ports.gcs: expected a port 1-65535, got 70000"),
+        ({"ports": {"dashboard": 6379}}, "ports.dashboard and ports.gcs are both 6379"),
+        ({"ports": {"gcs": 10500}}, "ports.gcs (10500) lies inside the worker port range 10002-11999"),
+        ({"ports": {"min_worker": 12000, "max_worker": 11000}}, "must not exceed ports.max_worker"),
+        ({"ports": {"gcs_port": 1}}, "ports: unknown key(s) ['gcs_port']"),
+        ({"num_cpus": "lots"}, "num_cpus: expected an integer, got 'lots'"),
+        ({"num_gpus": -1}, "num_gpus: expected >= 0"),
+        ({"object_store_memory": 1024}, "object_store_memory: Ray needs at least 78643200 bytes"),
+        ({"resources": {"GPU": 1}}, "resources.GPU: set num_cpus/num_gpus/object_store_memory instead"),
+        ({"resources": ["a"]}, "resources: expected a mapping"),
+        ({"temp_dir": "ray-tmp"}, "temp_dir: expected an absolute path"),
+        ({"head_address": "10.0.0.10"}, "head_address: only workers take a head address"),
+    ],
+)
+def test_bad_head_settings_name_the_setting(change, message):
+    with pytest.raises(SettingsError) as err:
+        RayNodeSettings.from_mapping({**HEAD, **change})
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [(None, "a worker needs the head's address"), ("", "a worker needs the head's address"),
+     ("10.0.0.10:http", "port 'http'"), ("10.0.0.10:0", "port '0'")],
+)
+def test_bad_worker_head_address(address, message):
+    with pytest.raises(SettingsError, match="head_address") as err:
+        RayNodeSettings.from_mapping({**WORKER, "head_address": address})
+    assert message in str(err.value)
+
+
+def test_settings_round_trip_through_file(tmp_path):
+    settings = RayNodeSettings.from_mapping({**WORKER, "env": {"NCCL_DEBUG": "WARN"}, "num_gpus": 1})
+    path = tmp_path / "ray-worker.json"
+    path.write_text(settings.to_json())
+    assert load_settings(path) == settings
+    assert json.loads(path.read_text())["version"] == 1
+
+
+def test_load_settings_errors_name_the_file(tmp_path):
+    with pytest.raises(SettingsError, match="settings file missing"):
+        load_settings(tmp_path / "absent.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(SettingsError, match=r"bad.json: not valid JSON"):
+        load_settings(bad)
+
+
+def test_settings_diff_reports_nested_keys():
+    before = RayNodeSettings.from_mapping(HEAD).to_dict()
+    after = RayNodeSettings.from_mapping({**HEAD, "ports": {"dashboard": 9265}, "num_cpus": 4}).to_dict()
+    assert settings_diff(before, after) == {"num_cpus": (None, 4), "ports.dashboard": (8265, 9265)}
+    assert settings_diff(after, after) == {}
+    assert "role" in settings_diff(None, after)
+
+
+def test_json_is_canonical_so_reordering_input_changes_nothing():
+    a = RayNodeSettings.from_mapping({**HEAD, "resources": {"b": 1, "a": 2}, "env": {"Y": "1", "X": "2"}})
+    b = RayNodeSettings.from_mapping({**HEAD, "env": {"X": "2", "Y": "1"}, "resources": {"a": 2, "b": 1}})
+    assert a.to_json() == b.to_json()
+
+
+def test_expected_resources_and_env():
+    settings = RayNodeSettings.from_mapping({**HEAD, "num_cpus": 2, "num_gpus": 1, "resources": {"x": 0.5},
+                                             "env": {"RAY_USAGE_STATS_ENABLED": "1", "A": 1}})
+    assert settings.expected_resources() == {"CPU": 2.0, "GPU": 1.0, "x": 0.5}
+    env = settings.process_env({"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "RAY_USAGE_STATS_ENABLED": "1", "A": "1"}
+
+
+def test_default_ports_are_valid_and_distinct():
+    RayPorts().validate()
+
+
+def test_cli_args_and_bad_config(tmp_path, capsys):
+    path = tmp_path / "ray-head.json"
+    path.write_text(RayNodeSettings.from_mapping(HEAD).to_json())
+    assert main(["args", "--config", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("/opt/ray/bin/ray start --head --port=6379")
+    assert main(["args", "--config", str(tmp_path / "none.json")]) == 2
+    assert "settings file missing" in capsys.readouterr().err
