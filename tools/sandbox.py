@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ FACT_CACHE = ROOT / ".cache" / "facts"
 LABEL = "io.rayfleet.sandbox"
 GROUP_LABEL = "io.rayfleet.group"
 LOGIN_USER = "debian"
+FIRST_HOST_OFFSET = 10  # head at .10, workers at .11, .12, ... of the sandbox subnet
 IMAGE_PACKAGES = "python3,openssh-server,systemd,systemd-sysv,sudo,iproute2,dbus"
 
 # First-boot unit: every container gets its own SSH host keys (the image ships none).
@@ -165,9 +167,12 @@ class Sandbox:
             podman("network", "create", "--label", f"{LABEL}={self.name}", self.network)
         wanted = [("head", "ray_head")] + [(f"worker{i}", "ray_worker") for i in range(1, workers + 1)]
         existing = {h["container"] for h in self.hosts()}
-        for host, group in wanted:
+        subnet = self.subnet()
+        if len(wanted) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
+            raise SandboxError(f"--workers {workers}: too many hosts for the sandbox network {subnet}")
+        for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
-                self._run_container(host, group)
+                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index))
         for host, _group in wanted:
             if self.container(host) not in existing:
                 self._prepare(self.container(host))
@@ -175,13 +180,24 @@ class Sandbox:
         self._write_known_hosts()
         return self.hosts()
 
-    def _run_container(self, host: str, group: str) -> None:
+    def subnet(self) -> ipaddress.IPv4Network:
+        """The sandbox network's IPv4 subnet (podman picks a free one when the network is created)."""
+        info = json.loads(podman("network", "inspect", self.network, "--format", "json").stdout)
+        nets = info if isinstance(info, list) else [info]
+        for net in nets[0].get("subnets") or []:
+            subnet = ipaddress.ip_network(net["subnet"])
+            if subnet.version == 4:
+                return subnet
+        raise SandboxError(f"network {self.network} has no IPv4 subnet; remove it with 'podman network rm'")
+
+    def _run_container(self, host: str, group: str, address: str) -> None:
+        """One host with a fixed address: like a real machine, it keeps its IP across restarts."""
         cname = self.container(host)
         podman("rm", "--force", "--ignore", cname)
         podman(
             "run", "--detach", "--name", cname, "--hostname", cname,
             "--label", f"{LABEL}={self.name}", "--label", f"{GROUP_LABEL}={group}",
-            "--network", self.network, "--systemd=always", "--shm-size=1g",
+            "--network", self.network, "--ip", address, "--systemd=always", "--shm-size=1g",
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
             IMAGE, "/sbin/init",
         )

@@ -1,31 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The modules' decisions (write, start, restart, nothing) with systemd and Ray's state API faked."""
+"""ray_node's decisions (write, start, restart, nothing) with systemd and Ray's state API faked."""
 
 import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-from ansible_collections.rayfleet.cluster.plugins.modules import ray_cluster_info, ray_node
-
-
-class Exit(Exception):
-    def __init__(self, failed, result):
-        super().__init__(result.get("msg", ""))
-        self.failed = failed
-        self.result = result
-
-
-@pytest.fixture(autouse=True)
-def _capture_exit(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(False, kwargs)
-
-    def fail_json(self, msg, **kwargs):
-        raise Exit(True, {"msg": msg, **kwargs})
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+from ansible_collections.rayfleet.cluster.plugins.modules import ray_node
+from conftest import run_module as run
 
 
 class FakeSystemd:
@@ -76,17 +56,6 @@ def node_env(tmp_path, monkeypatch):
     base = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray_bin), "num_cpus": 2,
             "config_path": str(tmp_path / "ray-head.json"), "wait_timeout": 5}
     return base, tmp_path / "ray-head.json"
-
-
-def run(module, args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-    with patch_module_args(args), pytest.raises(Exit) as exc:
-        module.main()
-    return exc.value
 
 
 def test_first_run_writes_settings_and_starts(node_env):
@@ -170,17 +139,3 @@ def test_stopped_stops_an_active_node(node_env):
     assert FakeSystemd.actions[-1] == ("stop", "ray-head.service")
     out = run(ray_node, {"role": "head", "state": "stopped", "config_path": args["config_path"]})
     assert not out.result["changed"]
-
-
-def test_cluster_info_wait_names_missing_hosts(monkeypatch):
-    nodes = [{"node_id": "a", "node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True,
-              "resources_total": {"CPU": 2.0}}]
-    monkeypatch.setattr(ray_cluster_info, "state_api_fetcher", lambda address: lambda: nodes)
-    monkeypatch.setattr("rayfleet.cluster.time.sleep", lambda s: None)
-    ok = run(ray_cluster_info, {"address": "http://10.0.0.10:8265"})
-    assert not ok.failed and ok.result["alive_nodes"] == 1 and ok.result["cpus"] == 2.0
-    out = run(ray_cluster_info, {"address": "http://10.0.0.10:8265", "timeout": 0,
-                                 "wait_for": {"min_nodes": 2, "hosts": {"10.0.0.10": "h", "10.0.0.11": "w1"}}})
-    assert out.failed
-    assert "not registered alive: w1 (10.0.0.11)" in out.result["msg"]
-    assert out.result["alive_nodes"] == 1

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Bad inventory input fails site.yml before anything changes, naming the variable and the host.
+
+Each case runs the real site.yml against the running cluster with one bad variable and checks the
+message, then that Ray was left alone: same node ids, settings files untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from conftest import ROOT, SANDBOX, node_ip, ray_nodes
+
+testinfra_hosts = ["ansible://ray_head"]
+
+
+def site(*extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
+    env.pop("ANSIBLE_INVENTORY", None)
+    return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+
+def _settings_mtimes(host) -> str:
+    return host.run("stat -c '%n %Y' /etc/rayfleet/*.json").stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["-e", "ray_gcs_port=sixty"], ["ray_gcs_port", "sixty"]),
+        (["-e", "ray_node_role=boss"], ["ray_node_role", "boss", "head", "worker"]),
+        (["-e", "ray_head_address=no-such-head.invalid"],
+         ["ray_head_address on {sandbox}-worker1", "no-such-head.invalid", "does not resolve"]),
+        (["-e", '{"ray_dashboard_port": 6379}'], ["Ray ports on {sandbox}-head", "all different"]),
+    ],
+    ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash"],
+)
+def test_bad_variable_fails_before_changes(host, extra, expected):
+    ip = node_ip(host)
+    before_ids = {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"}
+    before_files = _settings_mtimes(host)
+    proc = site(*extra)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"site.yml accepted {extra}:\n{out[-3000:]}"
+    for text in expected:
+        assert text.format(sandbox=SANDBOX) in out, f"{text!r} not in the failure output:\n{out[-3000:]}"
+    assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
+    assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
+    assert _settings_mtimes(host) == before_files

@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: site.yml on fresh sandbox hosts, its idempotent re-run, and the plain `ray start` floor.
+
+Measures, on one sandbox (1 head + N workers, fresh containers):
+  first   wall time of the first site.yml, and per role (ansible.posix.profile_roles)
+  rerun   wall time of idempotent re-runs (median of --reruns); each must report changed=0 and
+          leave every Ray node id unchanged (Ray untouched)
+  floor   Ray's own floor in the same containers: the rayfleet units stopped, then `ray start`
+          by hand (head, then all workers at once, with the same settings) until Ray lists every
+          node alive; the units are started again afterwards
+
+Prints a table and writes artifacts/bench-converge.json. Not a test: figures vary with the machine.
+
+Example: tools/bench_converge.py --workers 2 --reruns 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox import LOGIN_USER, ROOT, Sandbox
+
+VENV = "/opt/rayfleet/venv"
+DASHBOARD_PORT = 8265
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+ROLE_LINE = re.compile(r"^(\S.*?) -{2,}\s*(\d+\.\d+)s$")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def ssh_cmd(sb: Sandbox, address: str) -> list[str]:
+    return ["ssh", "-i", str(sb.key), "-o", f"UserKnownHostsFile={sb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", f"{LOGIN_USER}@{address}"]
+
+
+def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
+    proc = subprocess.run([*ssh_cmd(sb, address), command], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise BenchError(f"{address}: {command!r} failed (rc={proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def run_site(sb: Sandbox, profile_roles: bool = False) -> tuple[float, dict[str, int], dict[str, float], str]:
+    env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="default")
+    if profile_roles:
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_roles"
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        raise BenchError(f"site.yml failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
+    changed: dict[str, int] = {}
+    roles: dict[str, float] = {}
+    in_roles = False
+    for line in proc.stdout.splitlines():
+        if m := RECAP.match(line):
+            changed[m.group(1)] = int(m.group(2))
+        if "ROLES RECAP" in line:
+            in_roles = True
+        elif in_roles and (m := ROLE_LINE.match(line.strip())):
+            roles[m.group(1)] = float(m.group(2))
+    return took, changed, roles, proc.stdout
+
+
+def alive_nodes(sb: Sandbox, head: str) -> dict[str, str]:
+    """node_ip -> node_id of alive nodes, from Ray's state API on the head."""
+    out = remote(sb, head, f"{VENV}/bin/python -m rayfleet.cluster --json --address http://{head}:{DASHBOARD_PORT}")
+    return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}
+
+
+def floor(sb: Sandbox, head: str, workers: list[str]) -> float:
+    """Plain `ray start` by hand in the same containers, with the same settings, until all are alive."""
+    everyone = [head, *workers]
+    with ThreadPoolExecutor(len(everyone)) as pool:
+        list(pool.map(lambda a: remote(sb, a, "sudo systemctl stop ray-head ray-worker 2>/dev/null; "
+                                              f"sudo -u rayfleet {VENV}/bin/ray stop --force >/dev/null 2>&1; true"),
+                      everyone))
+
+    def start(address: str, role: str) -> None:
+        remote(sb, address, f"cd /tmp && sudo -u rayfleet env RAY_USAGE_STATS_ENABLED=0 $({VENV}/bin/python -m "
+                            f"rayfleet.raynode args --config /etc/rayfleet/ray-{role}.json | sed 's/ --block$//')"
+                            " >/dev/null")
+
+    begin = time.monotonic()
+    start(head, "head")
+    with ThreadPoolExecutor(max(1, len(workers))) as pool:
+        list(pool.map(lambda a: start(a, "worker"), workers))
+    remote(sb, head, f"{VENV}/bin/python -m rayfleet.cluster --address http://{head}:{DASHBOARD_PORT} "
+                     f"--min-nodes {len(everyone)} --timeout 120 >/dev/null")
+    took = time.monotonic() - begin
+    # Back to the managed units (the next site.yml must find the cluster as it left it).
+    with ThreadPoolExecutor(len(everyone)) as pool:
+        list(pool.map(lambda a: remote(sb, a, f"sudo -u rayfleet {VENV}/bin/ray stop --force >/dev/null 2>&1; true"),
+                      everyone))
+    remote(sb, head, "sudo systemctl start ray-head")
+    with ThreadPoolExecutor(max(1, len(workers))) as pool:
+        list(pool.map(lambda a: remote(sb, a, "sudo systemctl start ray-worker"), workers))
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--reruns", type=int, default=3)
+    parser.add_argument("--floor-runs", type=int, default=3)
+    parser.add_argument("--name", default="bench")
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox running afterwards")
+    parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-converge.json"))
+    args = parser.parse_args(argv)
+
+    sb = Sandbox(args.name)
+    sb.down()
+    try:
+        hosts = sb.up(args.workers)
+        head = next(h["address"] for h in hosts if h["group"] == "ray_head")
+        workers = [h["address"] for h in hosts if h["group"] != "ray_head"]
+        print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; first site.yml ...", flush=True)
+        first, changed, roles, _out = run_site(sb, profile_roles=True)
+        ids = alive_nodes(sb, head)
+        if len(ids) != len(hosts):
+            raise BenchError(f"after the first run Ray lists {len(ids)} alive nodes, expected {len(hosts)}")
+        reruns = []
+        for i in range(args.reruns):
+            print(f"idempotent re-run {i + 1}/{args.reruns} ...", flush=True)
+            took, changed, _roles, out = run_site(sb)
+            if any(changed.values()):
+                raise BenchError(f"re-run {i + 1} changed something: {changed}\n{out[-3000:]}")
+            after = alive_nodes(sb, head)
+            if after != ids:
+                raise BenchError(f"re-run {i + 1} restarted Ray: node ids before {ids}, after {after}")
+            reruns.append(took)
+        floors = []
+        for i in range(args.floor_runs):
+            print(f"floor: plain ray start by hand {i + 1}/{args.floor_runs} ...", flush=True)
+            floors.append(floor(sb, head, workers))
+        # The units were restarted by hand: one more site.yml must find nothing to do.
+        _took, changed, _roles, _out = run_site(sb)
+        if any(changed.values()):
+            raise BenchError(f"site.yml after the floor runs changed something: {changed}")
+    except BenchError as exc:
+        print(f"bench-converge: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep:
+            sb.down()
+
+    result = {
+        "benchmark": "converge",
+        "hosts": len(hosts),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()},
+        "first_run_s": round(first, 1),
+        "first_run_per_role_s": roles,
+        "rerun_s": [round(t, 2) for t in reruns],
+        "rerun_median_s": round(statistics.median(reruns), 2),
+        "rerun_changed": 0,
+        "rerun_ray_node_ids_unchanged": True,
+        "floor_plain_ray_start_s": [round(t, 2) for t in floors],
+        "floor_median_s": round(statistics.median(floors), 2),
+        "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+    rows = [("measure", "seconds", "note"),
+            ("first site.yml (fresh hosts)", f"{first:.1f}", f"{len(hosts)} hosts, packages + venv + Ray"),
+            *[(f"  role {name}", f"{secs:.1f}", "profile_roles") for name, secs in roles.items()],
+            ("idempotent re-run (median)", f"{result['rerun_median_s']:.1f}",
+             f"n={len(reruns)}, changed=0, Ray node ids unchanged"),
+            ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
+             f"n={len(floors)}, head + {len(workers)} workers to all alive"),
+            ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print()
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(f"\nwritten: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

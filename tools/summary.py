@@ -1,0 +1,51 @@
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Print a sandbox cluster's state as Ray reports it, and how to reach it.
+
+Runs ``python -m rayfleet.cluster`` (Ray's state API) on the head over SSH with the sandbox's
+verified host keys, so what it prints is what Ray itself says, not what Ansible assumed.
+
+Example: RAYFLEET_SANDBOX=demo tools/summary.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox import LOGIN_USER, Sandbox
+
+VENV_PYTHON = "/opt/rayfleet/venv/bin/python"
+DASHBOARD_PORT = 8265
+
+
+def main() -> int:
+    sb = Sandbox(os.environ.get("RAYFLEET_SANDBOX", "demo"))
+    hosts = sb.hosts()
+    head = next((h for h in hosts if h["group"] == "ray_head"), None)
+    if head is None:
+        print(f"sandbox {sb.name}: no head container running; run 'make demo'", file=sys.stderr)
+        return 1
+    dashboard = f"http://{head['address']}:{DASHBOARD_PORT}"
+    ssh = ["ssh", "-i", str(sb.key), "-o", f"UserKnownHostsFile={sb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+           "-o", "BatchMode=yes", f"{LOGIN_USER}@{head['address']}"]
+    proc = subprocess.run([*ssh, VENV_PYTHON, "-m", "rayfleet.cluster", "--address", dashboard],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(f"sandbox {sb.name}: could not read the cluster from {head['host']}:\n{proc.stderr}", file=sys.stderr)
+        return 1
+    print(f"\nRay cluster '{sb.name}' ({len(hosts)} hosts), as Ray's state API reports it:\n")
+    print(proc.stdout.rstrip())
+    print(f"\n  dashboard:  {dashboard}")
+    print(f"  shell:      {' '.join(ssh)}")
+    print(f"  a job:      {' '.join(ssh)} RAY_ADDRESS={dashboard} /opt/rayfleet/venv/bin/ray job submit "
+          "-- python -c \"'import ray; ray.init(); print(ray.cluster_resources())'\"")
+    print(f"  remove it:  make demo-down SANDBOX={sb.name}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
