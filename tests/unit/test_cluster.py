@@ -53,7 +53,10 @@ def test_wait_for_returns_once_everything_joined():
 
 def test_wait_for_timeout_names_missing_hosts():
     clock = FakeClock()
-    fetch = lambda: [node("10.0.0.1", head=True), node("10.0.0.3", "DEAD")]  # noqa: E731
+
+    def fetch():
+        return [node("10.0.0.1", head=True), node("10.0.0.3", "DEAD")]
+
     with pytest.raises(ClusterWaitTimeout) as err:
         wait_for(fetch, min_nodes=3, min_gpus=8, timeout=10, clock=clock, sleep=clock.sleep,
                  expected={"10.0.0.1": "demo-head", "10.0.0.2": "demo-worker1", "10.0.0.3": "demo-worker2"})

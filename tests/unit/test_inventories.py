@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_example_inventory_keeps_the_group_contract():
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", "inventories/example", "--list"], cwd=ROOT, env=env,
+    inventory_cmd = str(Path(sys.executable).parent / "ansible-inventory")
+    proc = subprocess.run([inventory_cmd, "-i", "inventories/example", "--list"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     inv = json.loads(proc.stdout)
     head, workers = inv["ray_head"]["hosts"], inv["ray_worker"]["hosts"]
