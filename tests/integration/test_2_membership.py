@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 from conftest import RAY, RAY_DEFAULTS, alive_ips, inventory_ips, node_ip, ray_nodes
 
 testinfra_hosts = ["ansible://ray_head"]
@@ -27,3 +30,37 @@ def test_each_node_offers_the_configured_cpus(host, request):
     nodes = [n for n in ray_nodes(host, node_ip(host)) if n["state"] == "ALIVE"]
     assert want is not None, "the sandbox inventory pins ray_num_cpus"
     assert {n["resources_total"]["CPU"] for n in nodes} == {float(want)}
+
+
+JOB = """
+import json
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+ray.init()
+
+@ray.remote(num_cpus=1)
+def where():
+    import sys
+    return ray.util.get_node_ip_address(), sys.executable
+
+nodes = [n for n in ray.nodes() if n["Alive"]]
+refs = [where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+        for n in nodes]
+print("RESULT " + json.dumps(sorted(ray.get(refs))))
+"""
+
+
+def test_a_submitted_job_runs_a_task_on_every_node(host, request):
+    """Ray's Jobs API on the head: `python` is the venv's, and tasks run on every node."""
+    encoded = base64.b64encode(JOB.encode()).decode()
+    host.run(f"echo {encoded} | base64 -d > /tmp/rayfleet_job_check.py && chmod 0644 /tmp/rayfleet_job_check.py")
+    cmd = host.run(f"cd /tmp && timeout 180 {RAY} job submit --address http://{node_ip(host)}:8265 "
+                   "-- python /tmp/rayfleet_job_check.py")
+    assert cmd.rc == 0, f"job failed:\n{cmd.stdout[-3000:]}\n{cmd.stderr[-2000:]}"
+    line = next((ln for ln in cmd.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line, cmd.stdout[-3000:]
+    result = json.loads(line.removeprefix("RESULT "))
+    assert sorted(ip for ip, _exe in result) == sorted(inventory_ips(request).values())
+    venv_python = f"{RAY_DEFAULTS['ray_venv_dir']}/bin/python"
+    assert all(exe.startswith(venv_python) for _ip, exe in result), result
