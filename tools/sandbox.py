@@ -133,8 +133,10 @@ class Sandbox:
 
     def forget_facts(self) -> None:
         """Drop Ansible's cached facts for this sandbox's hosts: new containers get new addresses."""
-        for cached in FACT_CACHE.glob(f"{self.name}-*"):
-            cached.unlink()
+        # ansible-core names the files <host> or, since 2.19, s1_<host>.
+        for pattern in (f"{self.name}-*", f"s1_{self.name}-*"):
+            for cached in FACT_CACHE.glob(pattern):
+                cached.unlink()
 
     def hosts(self) -> list[dict]:
         """Running containers of this sandbox: name, group, address."""

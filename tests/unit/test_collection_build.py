@@ -14,7 +14,8 @@ def test_collection_builds_with_modules_roles_and_library(tmp_path):
     subprocess.run([galaxy, "collection", "build", "--output-path", str(tmp_path), str(ROOT)],
                    capture_output=True, text=True, check=True)
     (tarball,) = tmp_path.glob("rayfleet-cluster-*.tar.gz")
-    names = set(tarfile.open(tarball).getnames())
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
     for wanted in ("plugins/modules/ray_node.py", "plugins/modules/ray_cluster_info.py", "roles/ray/tasks/main.yml",
                    "library_py/rayfleet/raynode.py", "site.yml", "MANIFEST.json"):
         assert wanted in names
