@@ -16,11 +16,12 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image demo demo-down test lint sanity unit molecule bench-converge clean
+.PHONY: help deps venv image demo demo-down doctor test lint sanity unit molecule bench-converge clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
+	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
 	@echo "make unit | lint | sanity | molecule | bench-converge"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
@@ -46,6 +47,10 @@ demo: deps venv image
 
 demo-down:
 	tools/sandbox.py down --name $(SANDBOX)
+
+INVENTORY ?= inventories/sandbox
+doctor: venv  ## SSH preflight of every inventory host: reachable, auth, sudo, python, OS
+	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.doctor -i $(INVENTORY)
 
 test: deps venv
 	tools/stages.py lint sanity unit molecule
