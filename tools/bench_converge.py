@@ -34,6 +34,10 @@ from sandbox import LOGIN_USER, ROOT, Sandbox
 
 VENV = "/opt/rayfleet/venv"
 DASHBOARD_PORT = 8265
+TOKEN_PATH = "/etc/rayfleet/auth-token"
+AUTH_ENV = f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH}"
+RAY_STOP = f"sudo -u rayfleet env {AUTH_ENV} {VENV}/bin/ray stop --force >/dev/null 2>&1; true"
+CLUSTER_CLI = f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --auth-token-path {TOKEN_PATH}"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 ROLE_LINE = re.compile(r"^(\S.*?) -{2,}\s*(\d+\.\d+)s$")
 
@@ -78,7 +82,7 @@ def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str]
 
 def alive_nodes(sb: Sandbox, head: str) -> dict[str, str]:
     """node_ip -> node_id of alive nodes, from Ray's state API on the head."""
-    out = remote(sb, head, f"{VENV}/bin/python -m rayfleet.cluster --json --address http://{head}:{DASHBOARD_PORT}")
+    out = remote(sb, head, f"{CLUSTER_CLI} --json --address http://{head}:{DASHBOARD_PORT}")
     return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}
 
 
@@ -86,26 +90,25 @@ def floor(sb: Sandbox, head: str, workers: list[str]) -> float:
     """Plain `ray start` by hand in the same containers, with the same settings, until all are alive."""
     everyone = [head, *workers]
     with ThreadPoolExecutor(len(everyone)) as pool:
-        list(pool.map(lambda a: remote(sb, a, "sudo systemctl stop ray-head ray-worker 2>/dev/null; "
-                                              f"sudo -u rayfleet {VENV}/bin/ray stop --force >/dev/null 2>&1; true"),
+        list(pool.map(lambda a: remote(sb, a, f"sudo systemctl stop ray-head ray-worker 2>/dev/null; {RAY_STOP}"),
                       everyone))
 
     def start(address: str, role: str) -> None:
-        remote(sb, address, f"cd /tmp && sudo -u rayfleet env RAY_USAGE_STATS_ENABLED=0 $({VENV}/bin/python -m "
-                            f"rayfleet.raynode args --config /etc/rayfleet/ray-{role}.json | sed 's/ --block$//')"
+        remote(sb, address, f"cd /tmp && sudo -u rayfleet env RAY_USAGE_STATS_ENABLED=0 {AUTH_ENV} "
+                            f"$({VENV}/bin/python -m rayfleet.raynode args --config /etc/rayfleet/ray-{role}.json "
+                            "| sed 's/ --block$//')"
                             " >/dev/null")
 
     begin = time.monotonic()
     start(head, "head")
     with ThreadPoolExecutor(max(1, len(workers))) as pool:
         list(pool.map(lambda a: start(a, "worker"), workers))
-    remote(sb, head, f"{VENV}/bin/python -m rayfleet.cluster --address http://{head}:{DASHBOARD_PORT} "
+    remote(sb, head, f"{CLUSTER_CLI} --address http://{head}:{DASHBOARD_PORT} "
                      f"--min-nodes {len(everyone)} --timeout 120 >/dev/null")
     took = time.monotonic() - begin
     # Back to the managed units (the next site.yml must find the cluster as it left it).
     with ThreadPoolExecutor(len(everyone)) as pool:
-        list(pool.map(lambda a: remote(sb, a, f"sudo -u rayfleet {VENV}/bin/ray stop --force >/dev/null 2>&1; true"),
-                      everyone))
+        list(pool.map(lambda a: remote(sb, a, RAY_STOP), everyone))
     remote(sb, head, "sudo systemctl start ray-head")
     with ThreadPoolExecutor(max(1, len(workers))) as pool:
         list(pool.map(lambda a: remote(sb, a, "sudo systemctl start ray-worker"), workers))

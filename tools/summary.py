@@ -20,6 +20,7 @@ from sandbox import LOGIN_USER, Sandbox
 
 VENV_PYTHON = "/opt/rayfleet/venv/bin/python"
 DASHBOARD_PORT = 8265
+TOKEN_PATH = "/etc/rayfleet/auth-token"
 
 
 def main() -> int:
@@ -32,7 +33,8 @@ def main() -> int:
     dashboard = f"http://{head['address']}:{DASHBOARD_PORT}"
     ssh = ["ssh", "-i", str(sb.key), "-o", f"UserKnownHostsFile={sb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
            "-o", "BatchMode=yes", f"{LOGIN_USER}@{head['address']}"]
-    proc = subprocess.run([*ssh, VENV_PYTHON, "-m", "rayfleet.cluster", "--address", dashboard],
+    cli = ["sudo", "-u", "rayfleet", VENV_PYTHON, "-m", "rayfleet.cluster", "--auth-token-path", TOKEN_PATH]
+    proc = subprocess.run([*ssh, *cli, "--address", dashboard],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(f"sandbox {sb.name}: could not read the cluster from {head['host']}:\n{proc.stderr}", file=sys.stderr)
@@ -41,8 +43,10 @@ def main() -> int:
     print(proc.stdout.rstrip())
     print(f"\n  dashboard:  {dashboard}")
     print(f"  shell:      {' '.join(ssh)}")
-    print(f"  a job:      {' '.join(ssh)} RAY_ADDRESS={dashboard} /opt/rayfleet/venv/bin/ray job submit "
+    print(f"  a job:      {' '.join(ssh)} sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
+          f"/opt/rayfleet/venv/bin/ray job submit --address {dashboard} "
           "-- python -c \"'import ray; ray.init(); print(ray.cluster_resources())'\"")
+    print(f"  the token:  {sb.dir / 'ray_auth_token'} (Ray token authentication is on)")
     print(f"  remove it:  make demo-down SANDBOX={sb.name}\n")
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayfleet.errors import ClusterWaitTimeout, RayfleetError
+from rayfleet.raynode import auth_env
 
 # Ray adds these bookkeeping resources to every node; they are not capacity.
 _INTERNAL_PREFIXES = ("node:",)
@@ -97,8 +99,13 @@ class ClusterState:
 Fetcher = Callable[[], Iterable[Any]]
 
 
-def state_api_fetcher(address: str, timeout: int = 10) -> Fetcher:
-    """A fetcher that lists nodes through Ray's state API at the head's dashboard address."""
+def state_api_fetcher(address: str, timeout: int = 10, auth_token_path: str | None = None) -> Fetcher:
+    """A fetcher that lists nodes through Ray's state API at the head's dashboard address.
+
+    With ``auth_token_path`` the requests carry the cluster's Ray token (RAY_AUTH_MODE=token).
+    """
+    if auth_token_path:
+        os.environ.update(auth_env(auth_token_path))
 
     def fetch() -> list[Any]:
         try:
@@ -197,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-gpus", type=float, default=0)
     parser.add_argument("--timeout", type=float, default=0, help="wait up to this many seconds (0: no wait)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--auth-token-path", help="the cluster's Ray token file (clusters with token auth)")
     args = parser.parse_args(argv)
-    fetch = state_api_fetcher(args.address)
+    fetch = state_api_fetcher(args.address, auth_token_path=args.auth_token_path)
     try:
         state = wait_for(fetch, min_nodes=args.min_nodes, min_gpus=args.min_gpus, timeout=args.timeout)
     except RayfleetError as exc:

@@ -158,6 +158,7 @@ class RayNodeSettings:
     dashboard_host: str | None = None
     include_dashboard: bool = True
     env: Mapping[str, str] = field(default_factory=dict)
+    auth_token_path: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RayNodeSettings:
@@ -198,6 +199,13 @@ class RayNodeSettings:
         temp_dir = str(data.get("temp_dir") or "/tmp/ray")
         if not temp_dir.startswith("/"):
             raise SettingsError(f"temp_dir: expected an absolute path, got {temp_dir!r}")
+        auth_token_path = data.get("auth_token_path") or None
+        if auth_token_path is not None and not str(auth_token_path).startswith("/"):
+            raise SettingsError(
+                f"auth_token_path: expected an absolute path to the Ray token file, got {auth_token_path!r}")
+        for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            if key in env:
+                raise SettingsError(f"env.{key}: set auth_token_path instead (the token never goes into settings)")
         object_store_memory = _number("object_store_memory", data.get("object_store_memory"), integer=True)
         if object_store_memory is not None and object_store_memory < 78643200:
             raise SettingsError(f"object_store_memory: Ray needs at least 78643200 bytes (75 MiB), "
@@ -216,6 +224,7 @@ class RayNodeSettings:
             dashboard_host=(str(data["dashboard_host"]) if data.get("dashboard_host") else None),
             include_dashboard=bool(data.get("include_dashboard", True)),
             env={str(k): str(v) for k, v in env.items()},
+            auth_token_path=str(auth_token_path) if auth_token_path else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,10 +286,15 @@ class RayNodeSettings:
             args.append("--block")
         return args
 
+    def auth_env(self) -> dict[str, str]:
+        """What a Ray process or client needs to pass token authentication (empty when it is off)."""
+        return auth_env(self.auth_token_path)
+
     def process_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         env.update(self.env)
+        env.update(self.auth_env())
         return env
 
     def expected_resources(self) -> dict[str, float]:
@@ -291,6 +305,13 @@ class RayNodeSettings:
         if self.num_gpus is not None:
             want["GPU"] = float(self.num_gpus)
         return want
+
+
+def auth_env(token_path: str | None) -> dict[str, str]:
+    """Ray token authentication (Ray >= 2.52): the mode and the file Ray reads the token from."""
+    if not token_path:
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
 
 
 def load_settings(path: str | Path) -> RayNodeSettings:

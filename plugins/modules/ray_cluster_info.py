@@ -46,6 +46,10 @@ options:
     description: Seconds to wait for O(wait_for).
     type: int
     default: 120
+  auth_token_path:
+    description:
+      - File holding the cluster's Ray token, for clusters with Ray token authentication (C(RAY_AUTH_MODE=token)).
+    type: path
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -120,6 +124,8 @@ ray_version:
   sample: 2.60.0
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import (
@@ -129,6 +135,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 try:
     from rayfleet.cluster import state_api_fetcher, wait_for
     from rayfleet.errors import ClusterWaitTimeout, RayfleetError
+    from rayfleet.raynode import auth_env
 except ImportError:
     pass  # reported by require_rayfleet()
 
@@ -143,6 +150,7 @@ def build_module():
                 hosts=dict(type="dict", default={}),
             )),
             timeout=dict(type="int", default=120),
+            auth_token_path=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -153,6 +161,8 @@ def main():
     require_rayfleet(module)
     p = module.params
     want = p["wait_for"] or {}
+    # Ray reads its auth settings when it is first imported: set them before anything imports ray.
+    os.environ.update(auth_env(p["auth_token_path"]))
     try:
         import ray
         ray_version = ray.__version__
@@ -160,7 +170,7 @@ def main():
         ray_version = ""
     try:
         state = wait_for(
-            state_api_fetcher(p["address"]),
+            state_api_fetcher(p["address"], auth_token_path=p["auth_token_path"]),
             min_nodes=want.get("min_nodes") or 0,
             min_gpus=want.get("min_gpus") or 0,
             expected=dict((str(k), str(v)) for k, v in (want.get("hosts") or {}).items()),

@@ -90,8 +90,16 @@ options:
     description:
       - Extra environment for the Ray processes (e.g. C(NCCL_SOCKET_IFNAME)).
       - C(RAY_USAGE_STATS_ENABLED=0) is always set.
+      - The C(RAY_AUTH_*) variables are not accepted here; use O(auth_token_path).
     type: dict
     default: {}
+  auth_token_path:
+    description:
+      - File holding the cluster's Ray token (Ray token authentication, C(RAY_AUTH_MODE=token)).
+      - Ray on this node, and this module's own state API queries, authenticate with it.
+      - The token itself never enters the settings file, only this path.
+      - Unset, Ray runs without token authentication.
+    type: path
   config_path:
     description: Settings file the unit reads. Defaults to C(/etc/rayfleet/ray-<role>.json).
     type: path
@@ -244,6 +252,7 @@ def build_module():
             dashboard_host=dict(type="str"),
             include_dashboard=dict(type="bool", default=True),
             env=dict(type="dict", default={}),
+            auth_token_path=dict(type="path"),
             config_path=dict(type="path"),
             service=dict(type="str"),
             service_manager=dict(type="str", default="auto", choices=["auto", "systemd", "none"]),
@@ -302,6 +311,7 @@ class NoSystemdService:
         ray = self.settings.ray_bin
         env = dict(C_LOCALE, RAY_USAGE_STATS_ENABLED="0")
         env.update(self.settings.env)
+        env.update(self.settings.auth_env())
         if verb in ("stop", "restart"):
             self.module.run_command([ray, "stop", "--force"], environ_update=env, check_rc=True)
         if verb in ("start", "restart"):
@@ -376,6 +386,7 @@ def main():
             num_cpus=p["num_cpus"], num_gpus=p["num_gpus"], resources=p["resources"],
             object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
             dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
+            auth_token_path=p["auth_token_path"],
         ))
         if role == "worker":
             resolve(split_address(settings.head_address, settings.ports.gcs)[0])
@@ -388,6 +399,11 @@ def main():
         module.fail_json(msg="wait needs the head's dashboard (Ray's state API): set include_dashboard=true "
                              "or wait=false")
 
+    if settings.auth_token_path and not os.path.isfile(settings.auth_token_path):
+        module.fail_json(msg="auth_token_path: %s is not a file on this node; the ray role installs the cluster's "
+                             "token there" % settings.auth_token_path)
+    # This module's own state API queries carry the token too.
+    os.environ.update(settings.auth_env())
     after = settings.to_dict()
     content = settings.to_json()
     changes = settings_diff(before, after)

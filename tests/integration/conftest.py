@@ -15,7 +15,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RAY_DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
 VENV = RAY_DEFAULTS["ray_venv_dir"]
-RAY = f"{VENV}/bin/ray"
+TOKEN_PATH = "/etc/rayfleet/auth-token"
+# Ray's CLI as the Ray service user, with the cluster's token (Ray token authentication is on by default)
+RAY = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
+RAY_NO_TOKEN = f"{VENV}/bin/ray"
 SANDBOX = os.environ.get("RAYFLEET_SANDBOX", "molecule")
 CONTAINERS_CONF = str(ROOT / "sandbox" / "containers.conf")
 
@@ -85,3 +88,10 @@ def inventory_ips(request) -> dict[str, str]:
     members = groups["ray_head"] + groups.get("ray_worker", [])
     return {m: get_host(f"ansible://{m}", ansible_inventory=inv).ansible.get_variables()["ansible_host"]
             for m in members}
+
+
+def head_host(request):
+    """The head as a testinfra host, for checks that run once rather than per host."""
+    from testinfra import get_host
+
+    return get_host(f"ansible://{SANDBOX}-head", ansible_inventory=request.config.option.ansible_inventory)

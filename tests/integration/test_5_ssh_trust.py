@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import CONTAINERS_CONF, ROOT, SANDBOX, container, inventory_ips, node_ip, podman, role_of
+from conftest import CONTAINERS_CONF, ROOT, SANDBOX, container, head_host, inventory_ips, node_ip, podman, role_of
 
 USER = "rayfleet"
 HOME = "/var/lib/rayfleet"
@@ -57,16 +57,10 @@ def test_known_hosts_hold_the_real_host_keys(host, request):
         assert entry.endswith(f"ssh-ed25519 {real}"), f"known_hosts on {host.backend.host} lacks {name}'s real key"
 
 
-def _head(request):
-    from testinfra import get_host
-
-    return get_host(f"ansible://{SANDBOX}-head", ansible_inventory=request.config.option.ansible_inventory)
-
-
 @pytest.mark.parametrize("target", ["worker1", "worker2", "head"])
 def test_head_reaches_every_node_with_strict_checking(request, target):
     ips = inventory_ips(request)
-    head = _head(request)
+    head = head_host(request)
     name = f"{SANDBOX}-{target}"
     if name not in ips:
         pytest.skip(f"this sandbox has no {name}")
@@ -104,7 +98,7 @@ def _stranger_ssh(address: str, key: str, known_hosts: str, target: str) -> subp
 
 
 def test_cluster_key_is_refused_from_outside_the_cluster(request):
-    host = _head(request)
+    host = head_host(request)
     ip = node_ip(host)
     stranger_ip = ip.rsplit(".", 1)[0] + ".250"
     with host.sudo():
@@ -116,7 +110,7 @@ def test_cluster_key_is_refused_from_outside_the_cluster(request):
 
 
 def test_rotation_replaces_the_key_everywhere(request):
-    host = _head(request)
+    host = head_host(request)
     old_pub = (KEY.parent / (KEY.name + ".pub")).read_text().split()[1]
     env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_INVENTORY", None)

@@ -126,3 +126,15 @@ def test_cli_args_and_bad_config(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("/opt/ray/bin/ray start --head --port=6379")
     assert main(["args", "--config", str(tmp_path / "none.json")]) == 2
     assert "settings file missing" in capsys.readouterr().err
+
+
+def test_token_auth_env_and_its_validation():
+    settings = RayNodeSettings.from_mapping({**WORKER, "auth_token_path": "/etc/rayfleet/auth-token"})
+    env = settings.process_env({})
+    assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"] == "/etc/rayfleet/auth-token"
+    assert "RAY_AUTH_MODE" not in RayNodeSettings.from_mapping(WORKER).process_env({})
+    assert "auth-token" in settings.to_json() and settings.to_dict()["auth_token_path"] == "/etc/rayfleet/auth-token"
+    with pytest.raises(SettingsError, match="auth_token_path: expected an absolute path"):
+        RayNodeSettings.from_mapping({**WORKER, "auth_token_path": "token.txt"})
+    with pytest.raises(SettingsError, match=r"env.RAY_AUTH_TOKEN: set auth_token_path instead"):
+        RayNodeSettings.from_mapping({**WORKER, "env": {"RAY_AUTH_TOKEN": "secret"}})

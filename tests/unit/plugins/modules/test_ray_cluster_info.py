@@ -8,7 +8,7 @@ from conftest import run_module as run
 def test_cluster_info_wait_names_missing_hosts(monkeypatch):
     nodes = [{"node_id": "a", "node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True,
               "resources_total": {"CPU": 2.0}}]
-    monkeypatch.setattr(ray_cluster_info, "state_api_fetcher", lambda address: lambda: nodes)
+    monkeypatch.setattr(ray_cluster_info, "state_api_fetcher", lambda address, auth_token_path=None: lambda: nodes)
     monkeypatch.setattr("rayfleet.cluster.time.sleep", lambda s: None)
     ok = run(ray_cluster_info, {"address": "http://10.0.0.10:8265"})
     assert not ok.failed and ok.result["alive_nodes"] == 1 and ok.result["cpus"] == 2.0
