@@ -4,6 +4,8 @@ Jobs API and Ray's CLI are refused; with it they work. The token is 0600 on ever
 
 from __future__ import annotations
 
+import os
+import subprocess
 import urllib.error
 import urllib.request
 
@@ -47,3 +49,14 @@ def test_cli_and_jobs_refused_without_the_token(request):
     job = host.run(f"cd /tmp && timeout 60 {RAY_NO_TOKEN} job submit --no-wait --address http://{ip}:8265 -- true")
     assert job.rc != 0, f"a job was accepted without the token:\n{job.stdout}"
     assert host.run(f"cd /tmp && timeout 60 {RAY} list nodes --address http://{ip}:8265").rc == 0
+
+
+def test_token_never_appears_in_ansible_output():
+    """A verbose, diffing re-run of the ray stage prints no token (no_log) and changes nothing."""
+    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env.pop("ANSIBLE_INVENTORY", None)
+    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", "--tags", "ray", "-v",
+                           "--diff"], cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert CONTROLLER_TOKEN.read_text().strip() not in proc.stdout + proc.stderr
+    assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout
