@@ -27,7 +27,7 @@ BEGIN, END = "<!-- BEGIN ROLE VARIABLES (tools/role_docs.py) -->", "<!-- END ROL
 def _text(value) -> str:
     if isinstance(value, list):
         value = " ".join(str(v) for v in value)
-    value = re.sub(r"[CIMV]\(([^)]*)\)", r"`\1`", str(value))
+    value = re.sub(r"[CIMVO]\(([^)]*)\)", r"`\1`", str(value))
     return value.replace("|", "\\|").replace("\n", " ").strip()
 
 

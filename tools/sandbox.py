@@ -200,6 +200,8 @@ class Sandbox:
             "run", "--detach", "--name", cname, "--hostname", cname,
             "--label", f"{LABEL}={self.name}", "--label", f"{GROUP_LABEL}={group}",
             "--network", self.network, "--ip", address, "--systemd=always", "--shm-size=1g",
+            # Its own firewall (nftables) in its own network namespace, as a real host has.
+            "--cap-add=NET_ADMIN",
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
             IMAGE, "/sbin/init",
         )

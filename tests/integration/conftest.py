@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -95,3 +96,32 @@ def head_host(request):
     from testinfra import get_host
 
     return get_host(f"ansible://{SANDBOX}-head", ansible_inventory=request.config.option.ansible_inventory)
+
+
+@contextlib.contextmanager
+def stranger(address: str):
+    """A host on the sandbox network but not in the cluster (same image), removed afterwards.
+
+    Yields run(argv, env=None) -> CompletedProcess, executing inside it.
+    """
+    env = dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF)
+    name = f"rayfleet-{SANDBOX}-stranger"
+    subprocess.run(["podman", "rm", "--force", "--ignore", name], env=env, check=True, capture_output=True)
+    image = podman("inspect", container(f"{SANDBOX}-head"), "--format", "{{.ImageName}}").strip()
+    podman("run", "--detach", "--name", name, "--network", f"rayfleet-{SANDBOX}", "--ip", address,
+           "--systemd=always", image, "/sbin/init")
+
+    def run(argv: list[str], extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        flags = [f for k, v in (extra_env or {}).items() for f in ("--env", f"{k}={v}")]
+        return subprocess.run(["podman", "exec", *flags, name, *argv], env=env, capture_output=True, text=True,
+                              check=False)
+
+    try:
+        deadline = time.monotonic() + 60
+        while run(["systemctl", "is-system-running"]).stdout.strip() not in ("running", "degraded"):
+            if time.monotonic() > deadline:
+                pytest.fail("the stranger container did not boot in 60 s")
+            time.sleep(0.5)
+        yield run
+    finally:
+        subprocess.run(["podman", "rm", "--force", "--time", "2", name], env=env, check=False, capture_output=True)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
-from conftest import CONTAINERS_CONF, ROOT, SANDBOX, container, head_host, inventory_ips, node_ip, podman, role_of
+from conftest import ROOT, SANDBOX, container, head_host, inventory_ips, node_ip, podman, role_of, stranger
 
 USER = "rayfleet"
 HOME = "/var/lib/rayfleet"
@@ -71,30 +70,12 @@ def test_head_reaches_every_node_with_strict_checking(request, target):
 
 def _stranger_ssh(address: str, key: str, known_hosts: str, target: str) -> subprocess.CompletedProcess:
     """A host on the cluster network but not in the cluster, holding a copy of the cluster key."""
-    env = dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF)
-    name = f"rayfleet-{SANDBOX}-stranger"
-    subprocess.run(["podman", "rm", "--force", "--ignore", name], env=env, check=True, capture_output=True)
-    image = podman("inspect", container(f"{SANDBOX}-head"), "--format", "{{.ImageName}}").strip()
-    podman("run", "--detach", "--name", name, "--network", f"rayfleet-{SANDBOX}", "--ip", address,
-           "--systemd=always", image, "/sbin/init")
-    deadline = time.monotonic() + 60
-    while True:  # the client needs a booted userland (and its network) only
-        state = subprocess.run(["podman", "exec", name, "systemctl", "is-system-running"], env=env,
-                               capture_output=True, text=True, check=False).stdout.strip()
-        if state in ("running", "degraded"):
-            break
-        if time.monotonic() > deadline:
-            pytest.fail(f"stranger container did not boot (state {state!r})")
-        time.sleep(0.5)
     script = (f"mkdir -p /root/.ssh && printf '%s\\n' \"$KEY\" > /root/.ssh/id && chmod 600 /root/.ssh/id && "
               f"printf '%s\\n' \"$KNOWN\" > /root/.ssh/known_hosts && "
               f"ssh -i /root/.ssh/id -o BatchMode=yes -o StrictHostKeyChecking=yes -o ConnectTimeout=10 "
               f"{USER}@{target} true")
-    try:
-        return subprocess.run(["podman", "exec", "--env", f"KEY={key}", "--env", f"KNOWN={known_hosts}", name,
-                               "sh", "-c", script], env=env, capture_output=True, text=True, check=False)
-    finally:
-        subprocess.run(["podman", "rm", "--force", "--time", "2", name], env=env, check=False, capture_output=True)
+    with stranger(address) as run:
+        return run(["sh", "-c", script], {"KEY": key, "KNOWN": known_hosts})
 
 
 def test_cluster_key_is_refused_from_outside_the_cluster(request):

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The Ray ports answer the cluster's hosts (and the controller, the sandbox's submit host) and reset
+everyone else: probed for real, from a container on the same network that is not in the cluster."""
+
+from __future__ import annotations
+
+from conftest import RAY_DEFAULTS, head_host, inventory_ips, node_ip, stranger
+
+HEAD_PORTS = ["gcs", "dashboard", "client_server", "object_manager", "node_manager", "metrics_export"]
+WORKER_PORTS = ["object_manager", "node_manager", "metrics_export"]
+
+
+def _probe(ip: str, port: int) -> str:
+    return f"timeout 3 bash -c '</dev/tcp/{ip}/{port}' && echo {port}:open || echo {port}:closed"
+
+
+def _targets(request) -> list[tuple[str, int]]:
+    ips = inventory_ips(request)
+    out = []
+    for name, ip in sorted(ips.items()):
+        for port_name in HEAD_PORTS if name.endswith("head") else WORKER_PORTS:
+            out.append((ip, RAY_DEFAULTS[f"ray_{port_name}_port"]))
+    return out
+
+
+def test_ray_ports_closed_to_a_host_outside_the_cluster(request):
+    head_ip = node_ip(head_host(request))
+    targets = _targets(request)
+    script = "; ".join(f"echo -n '{ip} '; {_probe(ip, port)}" for ip, port in targets)
+    with stranger(head_ip.rsplit(".", 1)[0] + ".250") as run:
+        proc = run(["bash", "-c", script])
+        ssh = run(["bash", "-c", _probe(head_ip, 22)])
+    lines = proc.stdout.split("\n")
+    assert len([ln for ln in lines if ln.strip()]) == len(targets), proc.stdout + proc.stderr
+    opened = [ln for ln in lines if ln.endswith(":open")]
+    assert not opened, f"Ray ports reachable from outside the cluster: {opened}"
+    assert ssh.stdout.strip() == "22:open", "SSH must stay reachable (no firewall_ssh_allowed_sources set)"
+
+
+def test_ray_ports_open_between_cluster_hosts(request):
+    worker = next(ip for name, ip in inventory_ips(request).items() if not name.endswith("head"))
+    head = head_host(request)
+    script = "; ".join(_probe(ip, port) for ip, port in _targets(request) if ip != node_ip(head))
+    out = head.run(f"bash -c \"{script}\"").stdout
+    assert ":closed" not in out and out.count(":open") == len(WORKER_PORTS) * (len(inventory_ips(request)) - 1), (
+        worker, out)
