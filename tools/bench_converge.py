@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sandbox import LOGIN_USER, ROOT, Sandbox
+from sandbox import ROOT, Sandbox
 
 VENV = "/opt/rayfleet/venv"
 DASHBOARD_PORT = 8265
@@ -46,13 +46,8 @@ class BenchError(RuntimeError):
     pass
 
 
-def ssh_cmd(sb: Sandbox, address: str) -> list[str]:
-    return ["ssh", "-i", str(sb.key), "-o", f"UserKnownHostsFile={sb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-            "-o", "BatchMode=yes", f"{LOGIN_USER}@{address}"]
-
-
 def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
-    proc = subprocess.run([*ssh_cmd(sb, address), command], capture_output=True, text=True, check=False)
+    proc = subprocess.run([*sb.ssh_command(address), command], capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         raise BenchError(f"{address}: {command!r} failed (rc={proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout

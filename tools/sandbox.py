@@ -253,6 +253,11 @@ class Sandbox:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.forget_facts()
 
+    def ssh_command(self, address: str) -> list[str]:
+        """ssh to a sandbox host as the login user, with its verified host key."""
+        return ["ssh", "-i", str(self.key), "-o", f"UserKnownHostsFile={self.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{LOGIN_USER}@{address}"]
+
     def inventory(self) -> dict:
         """Ansible dynamic-inventory JSON for this sandbox's running hosts."""
         inv: dict = {"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}, "ray_worker": {"hosts": []},

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sandbox import LOGIN_USER, Sandbox
+from sandbox import Sandbox
 
 VENV_PYTHON = "/opt/rayfleet/venv/bin/python"
 DASHBOARD_PORT = 8265
@@ -31,8 +31,7 @@ def main() -> int:
         print(f"sandbox {sb.name}: no head container running; run 'make demo'", file=sys.stderr)
         return 1
     dashboard = f"http://{head['address']}:{DASHBOARD_PORT}"
-    ssh = ["ssh", "-i", str(sb.key), "-o", f"UserKnownHostsFile={sb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-           "-o", "BatchMode=yes", f"{LOGIN_USER}@{head['address']}"]
+    ssh = sb.ssh_command(head["address"])
     cli = ["sudo", "-u", "rayfleet", VENV_PYTHON, "-m", "rayfleet.cluster", "--auth-token-path", TOKEN_PATH]
     proc = subprocess.run([*ssh, *cli, "--address", dashboard],
                           capture_output=True, text=True, check=False)

@@ -125,3 +125,17 @@ def stranger(address: str):
         yield run
     finally:
         subprocess.run(["podman", "rm", "--force", "--time", "2", name], env=env, check=False, capture_output=True)
+
+
+def ansible_env(**extra: str) -> dict[str, str]:
+    """Environment for running this checkout's Ansible against the sandbox from a test."""
+    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default", **extra)
+    env.pop("ANSIBLE_INVENTORY", None)
+    return env
+
+
+def run_site(*args: str) -> subprocess.CompletedProcess:
+    """`ansible-playbook site.yml -i inventories/sandbox ARGS` for the sandbox under test."""
+    return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *args], cwd=ROOT,
+                          env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)

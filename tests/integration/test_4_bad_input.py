@@ -7,21 +7,10 @@ message, then that Ray was left alone: same node ids, settings files untouched.
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
-from conftest import ROOT, SANDBOX, node_ip, ray_nodes
+from conftest import SANDBOX, node_ip, ray_nodes, run_site
 
 testinfra_hosts = ["ansible://ray_head"]
-
-
-def site(*extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
-    env.pop("ANSIBLE_INVENTORY", None)
-    return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def _settings_mtimes(host) -> str:
@@ -43,7 +32,7 @@ def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)
     before_ids = {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"}
     before_files = _settings_mtimes(host)
-    proc = site(*extra)
+    proc = run_site(*extra)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"site.yml accepted {extra}:\n{out[-3000:]}"
     for text in expected:

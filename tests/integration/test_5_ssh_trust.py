@@ -4,11 +4,10 @@ checking; the key is useless from a host outside the cluster; rotation removes t
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
-from conftest import ROOT, SANDBOX, container, head_host, inventory_ips, node_ip, podman, role_of, stranger
+from conftest import ROOT, SANDBOX, container, head_host, inventory_ips, node_ip, podman, role_of, run_site, stranger
 
 USER = "rayfleet"
 HOME = "/var/lib/rayfleet"
@@ -93,11 +92,7 @@ def test_cluster_key_is_refused_from_outside_the_cluster(request):
 def test_rotation_replaces_the_key_everywhere(request):
     host = head_host(request)
     old_pub = (KEY.parent / (KEY.name + ".pub")).read_text().split()[1]
-    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env.pop("ANSIBLE_INVENTORY", None)
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", "--tags", "ssh",
-                           "-e", "ssh_trust_rotate=true"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=False, timeout=300)
+    proc = run_site("--tags", "ssh", "-e", "ssh_trust_rotate=true")
     assert proc.returncode == 0, proc.stdout[-3000:]
     new_pub = (KEY.parent / (KEY.name + ".pub")).read_text().split()[1]
     assert new_pub != old_pub

@@ -5,19 +5,16 @@ known, and a login with a key the host does not trust are each named with the re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from conftest import ROOT, SANDBOX, inventory_ips
+from conftest import ROOT, SANDBOX, ansible_env, inventory_ips
 
 testinfra_hosts = ["ansible://ray_head"]
 
 
 def doctor(*inventories: str) -> tuple[int, dict]:
-    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-               PYTHONPATH=str(ROOT / "library_py"))
-    env.pop("ANSIBLE_INVENTORY", None)
+    env = ansible_env(PYTHONPATH=str(ROOT / "library_py"))
     args = [a for inv in inventories for a in ("-i", inv)]
     proc = subprocess.run([sys.executable, "-m", "rayfleet.doctor", *args, "--json", "--timeout", "4"], cwd=ROOT,
                           env=env, capture_output=True, text=True, check=False, timeout=120)

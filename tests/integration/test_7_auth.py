@@ -4,12 +4,10 @@ Jobs API and Ray's CLI are refused; with it they work. The token is 0600 on ever
 
 from __future__ import annotations
 
-import os
-import subprocess
 import urllib.error
 import urllib.request
 
-from conftest import RAY, RAY_NO_TOKEN, ROOT, SANDBOX, TOKEN_PATH, head_host, node_ip, role_of
+from conftest import RAY, RAY_NO_TOKEN, ROOT, SANDBOX, TOKEN_PATH, head_host, node_ip, role_of, run_site
 
 CONTROLLER_TOKEN = ROOT / ".sandbox" / SANDBOX / "ray_auth_token"
 
@@ -53,10 +51,7 @@ def test_cli_and_jobs_refused_without_the_token(request):
 
 def test_token_never_appears_in_ansible_output():
     """A verbose, diffing re-run of the ray stage prints no token (no_log) and changes nothing."""
-    env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env.pop("ANSIBLE_INVENTORY", None)
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", "--tags", "ray", "-v",
-                           "--diff"], cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    proc = run_site("--tags", "ray", "-v", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert CONTROLLER_TOKEN.read_text().strip() not in proc.stdout + proc.stderr
     assert "changed=0" in proc.stdout and "changed=1" not in proc.stdout
