@@ -9,7 +9,7 @@ PYTHON    ?= python3
 WORKERS   ?= 2
 SANDBOX   ?= demo
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := podman runc netavark aardvark-dns debootstrap openssh-client rsync iproute2 python3-venv shellcheck
+APT_PKGS  := podman runc netavark aardvark-dns iptables debootstrap openssh-client rsync iproute2 python3-venv shellcheck
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
