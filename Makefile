@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image demo demo-down doctor test lint sanity unit molecule bench-converge clean
+.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit molecule bench-converge clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
@@ -40,7 +40,16 @@ $(VENV)/.installed: requirements-dev.txt
 image: deps
 	tools/sandbox.py image
 
-demo: deps venv image
+# The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.
+# pip takes it from a local mirror where one is configured (find-links), else from the index.
+TORCH_VERSION := $(shell sed -n 's/^pytorch_version: "\(.*\)"/\1/p' roles/pytorch/defaults/main.yml)
+wheels: venv
+	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl >/dev/null 2>&1 || \
+	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+	    --platform manylinux_2_28_$$(uname -m) -d .cache/wheels "torch==$(TORCH_VERSION)"
+	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl
+
+demo: deps venv image wheels
 	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) > /dev/null
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook site.yml -i inventories/sandbox
 	@RAYFLEET_SANDBOX=$(SANDBOX) tools/summary.py
@@ -65,10 +74,10 @@ sanity: venv
 unit: venv
 	pytest -q tests/unit
 
-molecule: deps venv image
+molecule: deps venv image wheels
 	molecule test
 
-bench-converge: deps venv image
+bench-converge: deps venv image wheels
 	tools/bench_converge.py --workers $(WORKERS)
 
 clean: demo-down

@@ -32,6 +32,9 @@ STATE_ROOT = Path(os.environ.get("RAYFLEET_SANDBOX_DIR", ROOT / ".sandbox"))
 IMAGE = os.environ.get("RAYFLEET_SANDBOX_IMAGE", "localhost/rayfleet-debian12:latest")
 MIRROR = os.environ.get("RAYFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 FACT_CACHE = ROOT / ".cache" / "facts"
+# Wheels the hosts install from (make wheels: a CPU build of torch), mounted read-only where present
+WHEELHOUSE = Path(os.environ.get("RAYFLEET_WHEELHOUSE", ROOT / ".cache" / "wheels"))
+WHEELHOUSE_MOUNT = "/opt/rayfleet-wheels"
 LABEL = "io.rayfleet.sandbox"
 GROUP_LABEL = "io.rayfleet.group"
 LOGIN_USER = "debian"
@@ -202,6 +205,7 @@ class Sandbox:
             "--network", self.network, "--ip", address, "--systemd=always", "--shm-size=1g",
             # Its own firewall (nftables) in its own network namespace, as a real host has.
             "--cap-add=NET_ADMIN",
+            *(["--volume", f"{WHEELHOUSE}:{WHEELHOUSE_MOUNT}:ro"] if WHEELHOUSE.is_dir() else []),
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
             IMAGE, "/sbin/init",
         )

@@ -25,8 +25,9 @@ def _settings_mtimes(host) -> str:
         (["-e", "ray_head_address=no-such-head.invalid"],
          ["ray_head_address on {sandbox}-worker1", "no-such-head.invalid", "does not resolve"]),
         (["-e", '{"ray_dashboard_port": 6379}'], ["Ray ports on {sandbox}-head", "all different"]),
+        (["-e", "pytorch_version=latest"], ["pytorch on {sandbox}-head", "pytorch_version is \"latest\""]),
     ],
-    ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash"],
+    ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Render the preflight's cluster health report: Markdown, HTML and a bus bandwidth plot (PNG).
+
+Reads the JSON the preflight role writes (the collective_check result plus the cluster summary) and
+writes report.md, report.html and busbw.png next to it. The plot needs matplotlib on the controller;
+without it the reports say so and everything else is still written (exit 0).
+
+  preflight_report.py artifacts/preflight/<head>/result.json
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from pathlib import Path
+
+
+def _fmt_size(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
+
+
+def plot(data: dict, path: Path) -> str:
+    """Write the busbw-vs-size plot; return '' or why there is no plot."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        return f"no plot: matplotlib is not installed on the controller ({exc})"
+    rows = data["collective"].get("rows") or []
+    if not rows:
+        return "no plot: the collective check produced no measurements"
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    ax.plot([r["size"] for r in rows], [r["busbw_gbps"] for r in rows], marker="o", label="busbw, all nodes")
+    floor = data["collective"].get("min_busbw_gbps")
+    if floor:
+        ax.axhline(floor, color="tab:red", linestyle="--", label=f"floor {floor:g} GB/s")
+    for pair in data["collective"].get("pairs") or []:
+        ax.scatter([pair["size"]], [pair["busbw_gbps"]], marker="x",
+                   label=f"pair {pair['nodes'][0]} - {pair['nodes'][1]}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    c = data["collective"]
+    ax.set_title(f"all_reduce, {c.get('world_size')} ranks on {len(c.get('nodes') or [])} nodes, "
+                 f"{c.get('backend')} ({c.get('transport', {}).get('network') or 'network unknown'})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return ""
+
+
+def _rows_table(rows: list[dict]) -> list[list[str]]:
+    return [[_fmt_size(r["size"]), str(r["count"]), f"{r['time_us']:.1f}", f"{r['algbw_gbps']:.3f}",
+             f"{r['busbw_gbps']:.3f}", str(r["wrong"])] for r in rows]
+
+
+ROW_HEAD = ["size", "count (float)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+
+
+def _verdict(data: dict) -> tuple[bool, list[str]]:
+    c = data["collective"]
+    problems = list(c.get("problems") or [])
+    if c.get("error"):
+        problems.insert(0, f"the collective check could not run: {c['error']}")
+    return (not problems and c.get("ok", False)), problems
+
+
+def markdown(data: dict, plot_note: str) -> str:
+    c, cluster = data["collective"], data["cluster"]
+    ok, problems = _verdict(data)
+    out = [f"# Cluster health: {'PASS' if ok else 'FAIL'}", "",
+           f"- checked: {data['time']} from `{data['head']}`",
+           f"- Ray {cluster.get('ray_version', '?')}: {cluster.get('alive_nodes', '?')} alive node(s), "
+           f"{cluster.get('cpus', 0):g} CPU, {cluster.get('gpus', 0):g} GPU",
+           f"- instance type: `{data.get('instance_type') or 'unknown'}`; floor: "
+           + (f"{c['min_busbw_gbps']:g} GB/s ({data.get('floor_source') or 'set in the inventory'})"
+              if c.get("min_busbw_gbps") is not None
+              else "none known for this hardware (bandwidth reported, not gated)"),
+           f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
+           f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
+           f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})", ""]
+    if problems:
+        out += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
+    out += ["## Nodes", "", "| name | IP | ranks | GPU ids |", "|---|---|---|---|"]
+    out += [f"| {n['name']} | {n['ip']} | {', '.join(map(str, n['ranks']))} | {', '.join(n['gpu_ids']) or '-'} |"
+            for n in c.get("nodes") or []]
+    out += ["", "## All-reduce sweep (all nodes)", "", "| " + " | ".join(ROW_HEAD) + " |",
+            "|" + "---|" * len(ROW_HEAD)]
+    out += ["| " + " | ".join(r) + " |" for r in _rows_table(c.get("rows") or [])]
+    if c.get("pairs"):
+        out += ["", "## Node pairs", "", "| pair | size | busbw (GB/s) | slow |", "|---|---|---|---|"]
+        slow = {tuple(p["nodes"]) for p in c.get("pair_findings", {}).get("slow_pairs", [])}
+        out += [f"| {p['nodes'][0]} - {p['nodes'][1]} | {_fmt_size(p['size'])} | {p['busbw_gbps']:.3f} | "
+                f"{'yes' if tuple(p['nodes']) in slow else ''} |" for p in c["pairs"]]
+    out += ["", "## Plot", "", plot_note or "![bus bandwidth vs message size](busbw.png)", "",
+            f"Versions: {json.dumps(c.get('versions') or {})}. Raw result: `result.json`.", ""]
+    return "\n".join(out)
+
+
+def _table_html(head: list[str], rows: list[list[str]]) -> str:
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_report(data: dict, plot_note: str) -> str:
+    c = data["collective"]
+    ok, problems = _verdict(data)
+    md = markdown(data, plot_note)
+    summary = [line[2:] for line in md.splitlines() if line.startswith("- ")][:5]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rayfleet cluster health</title><style>"
+        "body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}.pass{color:#070}.fail{color:#b00}"
+        "</style></head><body>",
+        f"<h1>Cluster health: <span class='{'pass' if ok else 'fail'}'>{'PASS' if ok else 'FAIL'}</span></h1>",
+        "<ul>" + "".join(f"<li>{html.escape(s.replace('**', '').replace('`', ''))}</li>" for s in summary) + "</ul>",
+    ]
+    if problems:
+        parts.append("<h2>Problems</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>")
+    parts.append("<h2>Nodes</h2>" + _table_html(
+        ["name", "IP", "ranks", "GPU ids"],
+        [[n["name"], n["ip"], ", ".join(map(str, n["ranks"])), ", ".join(n["gpu_ids"]) or "-"]
+         for n in c.get("nodes") or []]))
+    parts.append("<h2>All-reduce sweep (all nodes)</h2>" + _table_html(ROW_HEAD, _rows_table(c.get("rows") or [])))
+    if c.get("pairs"):
+        parts.append("<h2>Node pairs</h2>" + _table_html(
+            ["pair", "size", "busbw (GB/s)"],
+            [[f"{p['nodes'][0]} - {p['nodes'][1]}", _fmt_size(p["size"]), f"{p['busbw_gbps']:.3f}"]
+             for p in c["pairs"]]))
+    parts.append("<h2>Plot</h2>" + (f"<p>{html.escape(plot_note)}</p>" if plot_note else
+                                    "<img src='busbw.png' alt='bus bandwidth vs message size'>"))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def render(result_path: Path) -> list[Path]:
+    data = json.loads(result_path.read_text())
+    out_dir = result_path.parent
+    png = out_dir / "busbw.png"
+    if png.exists():
+        png.unlink()
+    note = plot(data, png)
+    written = [out_dir / "report.md", out_dir / "report.html"]
+    written[0].write_text(markdown(data, note))
+    written[1].write_text(html_report(data, note))
+    return written + ([png] if png.exists() else [])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for path in render(Path(argv[0])):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The preflight gate on the sandbox: PyTorch on every node, a gloo all-reduce across the 3 nodes (by hand
+and through playbooks/preflight.yml with its report), and a node whose link is throttled (tc tbf on its
+interface) named as the slow node, failing the gate. The sandbox has no GPU: NCCL paths run on GPU hosts only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import yaml
+from conftest import (
+    ROOT,
+    SANDBOX,
+    TOKEN_PATH,
+    VENV,
+    ansible_env,
+    container,
+    head_host,
+    inventory_ips,
+    node_ip,
+    podman,
+    ray_nodes,
+    wait_for_cluster,
+)
+
+TORCH = yaml.safe_load((ROOT / "roles/pytorch/defaults/main.yml").read_text())["pytorch_version"]
+PYTHON_AS_RAY = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
+                 f"{VENV}/bin/python")
+
+
+def preflight(report_dir, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/sandbox",
+         "-e", f"preflight_report_dir={report_dir}", *extra],
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+
+
+JOB = "python -c 'import ray; ray.init(); print(\"cluster CPUs\", ray.cluster_resources()[\"CPU\"])'"
+
+
+def submit(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/submit.yml", "-i", "inventories/sandbox",
+         "-e", json.dumps({"submit_entrypoint": JOB}), *extra],
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+
+
+def test_torch_with_gloo_in_the_ray_venv(host):
+    out = host.check_output(f"{VENV}/bin/python -c 'import torch, torch.distributed as d; "
+                            f"print(torch.__version__, d.is_gloo_available())'")
+    version, gloo = out.split()
+    assert version.split("+")[0] == TORCH and gloo == "True"
+
+
+def test_allreduce_by_hand_across_every_node(request):
+    head = head_host(request)
+    ips = inventory_ips(request)
+    cmd = head.run(f"{PYTHON_AS_RAY} -m rayfleet.collective --address {node_ip(head)}:6379 --backend gloo "
+                   f"--max-bytes 1M --warmup-iters 1 --iters 3 --pair-ratio 0.2 --json "
+                   + " ".join(f"--host {ip}={name}" for name, ip in ips.items()))
+    assert cmd.rc == 0, f"rc={cmd.rc}\n{cmd.stdout[-3000:]}\n{cmd.stderr[-3000:]}"
+    data = json.loads(cmd.stdout)
+    assert data["ok"] and data["backend"] == "gloo" and data["world_size"] == len(ips)
+    # one rank on each inventory node, placed by the STRICT_SPREAD placement group
+    assert sorted(n["name"] for n in data["nodes"]) == sorted(ips)
+    assert sorted(n["ip"] for n in data["nodes"]) == sorted(ips.values())
+    assert [r["size"] for r in data["rows"]] == [8 << i for i in range(18)]  # 8 B .. 1 MiB
+    assert all(r["wrong"] == 0 for r in data["rows"]), "all-reduce returned wrong sums"
+    assert all(r["busbw_gbps"] > 0 for r in data["rows"][-4:])
+    assert len(data["pairs"]) == 3 and all(p["busbw_gbps"] > 0 for p in data["pairs"])
+
+
+def test_preflight_passes_and_writes_the_report(request, tmp_path):
+    proc = preflight(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Preflight passed: 3 node(s), peak bus bandwidth" in proc.stdout
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["ok"] and result["collective"]["ok"] and result["cluster"]["alive_nodes"] == 3
+    assert (tmp_path / "report.md").read_text().startswith("# Cluster health: PASS")
+    assert "PASS" in (tmp_path / "report.html").read_text()
+    assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
+    state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
+    assert state["ok"] is True and len(state["node_ids"]) == 3 and state["backend"] == "gloo"
+    # the gate opens: the job runs and sees the whole cluster (3 nodes x 2 CPUs)
+    job = submit()
+    assert job.returncode == 0, job.stdout[-4000:] + job.stderr[-2000:]
+    assert "SUCCEEDED" in job.stdout and "cluster CPUs 6.0" in job.stdout
+
+
+def test_gate_shuts_when_a_node_changed_since_the_preflight(request):
+    head = head_host(request)
+    ips = inventory_ips(request)
+    worker = f"{SANDBOX}-worker1"
+    old_id = {n["node_id"] for n in ray_nodes(head, node_ip(head))
+              if n["state"] == "ALIVE" and n["node_ip"] == ips[worker]}
+    podman("exec", container(worker), "systemctl", "restart", "ray-worker.service")
+    wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120, exclude_ids=old_id)
+    job = submit()
+    assert job.returncode != 0 and "Not submitting: the Ray nodes changed since the preflight" in job.stdout, (
+        job.stdout[-3000:])
+
+
+def test_throttled_node_is_named_and_fails_the_gate(request, tmp_path):
+    victim = f"{SANDBOX}-worker2"
+    # 100 Mbit/s out of the victim's interface: a bad cable or a NIC negotiated down, as seen from the cluster
+    podman("exec", container(victim), "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
+           "rate", "100mbit", "burst", "64kb", "latency", "50ms")
+    try:
+        proc = preflight(tmp_path)
+    finally:
+        podman("exec", container(victim), "tc", "qdisc", "del", "dev", "eth0", "root")
+    assert proc.returncode != 0, "the preflight passed with a throttled node"
+    assert f"slow node(s): {victim}" in proc.stdout, proc.stdout[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert not result["ok"] and result["collective"]["pair_findings"]["suspects"] == [victim]
+    slow = {tuple(p["nodes"]) for p in result["collective"]["pair_findings"]["slow_pairs"]}
+    assert all(victim in pair for pair in slow) and len(slow) == 2
+    assert (tmp_path / "report.md").read_text().startswith("# Cluster health: FAIL")
+    state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
+    assert state["ok"] is False and any(victim in p for p in state["problems"])
+    # the gate stays shut until a preflight passes again
+    job = submit()
+    assert job.returncode != 0 and f"Not submitting: the last preflight FAILED: slow node(s): {victim}" in job.stdout

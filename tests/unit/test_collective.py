@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""rayfleet.collective's arithmetic and verdicts: sizes, bus bandwidth, NCCL's network, the slow node."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from rayfleet import collective as c
+from rayfleet.errors import SettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sizes_parse_like_nccl_tests():
+    assert c.parse_size("8") == 8
+    assert c.parse_size("64K") == 64 << 10
+    assert c.parse_size("16M") == 16 << 20
+    assert c.parse_size("1g") == 1 << 30
+    assert c.parse_size("2GiB") == 2 << 30
+    for bad in ("", "1.5G", "ten", "-8", "3"):
+        with pytest.raises(SettingsError, match="size"):
+            c.parse_size(bad, "size")
+
+
+def test_sweep_doubles_and_keeps_whole_floats():
+    assert c.sweep(8, 128) == [8, 16, 32, 64, 128]
+    assert c.sweep(8, 100, 4) == [8, 32]
+    assert c.sweep(6, 12) == [4, 12]  # rounded down to a multiple of 4 bytes
+    with pytest.raises(SettingsError, match="larger than max_bytes"):
+        c.sweep(1 << 20, 8)
+
+
+def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n():
+    # 1 GiB in 10 ms: algbw 107.37 GB/s; 8 ranks: busbw = algbw * 14/8
+    row = c.Row(size=1 << 30, time_us=10_000, world_size=8)
+    assert row.algbw_gbps == pytest.approx(107.374, rel=1e-4)
+    assert row.busbw_gbps == pytest.approx(row.algbw_gbps * 1.75)
+    assert c.Row(size=1 << 20, time_us=100, world_size=2).busbw_gbps == pytest.approx(
+        c.Row(size=1 << 20, time_us=100, world_size=2).algbw_gbps)
+    assert c.bus_factor(1) == 0.0
+
+
+def test_peak_uses_large_sizes_only():
+    rows = [c.Row(8, 1.0, 2), c.Row(1 << 20, 100.0, 2), c.Row(2 << 20, 150.0, 2)]
+    # the 8-byte row has a huge "bandwidth" per time unit only if timing is wrong; it must not count
+    assert c.peak_busbw(rows, 1 << 20) == pytest.approx(max(r.busbw_gbps for r in rows[1:]))
+    assert c.peak_busbw(rows, 1 << 40) == pytest.approx(rows[-1].busbw_gbps)  # no size that large: the largest
+    assert c.peak_busbw([], 8) == 0.0
+
+
+def test_table_has_nccl_tests_shape():
+    table = c.format_table([c.Row(8, 20.5, 3), c.Row(1 << 20, 900.0, 3, wrong=2)], "t")
+    lines = table.splitlines()
+    assert "#       size         count      type   redop     time   algbw   busbw  #wrong" in lines
+    data = [ln.split() for ln in lines if not ln.startswith("#")]
+    assert data[0][:4] == ["8", "2", "float", "sum"] and data[1][-1] == "2"
+    assert "# Out of bounds values : 2 FAILED" in lines
+    assert lines[-1].startswith("# Avg bus bandwidth    : ")
+
+
+NCCL_EFA = """\
+ip-10-0-1-5:811:811 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v9)
+ip-10-0-1-5:811:811 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)
+ip-10-0-1-5:811:811 [0] NCCL INFO Using network Libfabric
+ip-10-0-1-5:811:822 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA
+"""
+NCCL_SOCKET_FALLBACK = """\
+host:9:9 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+host:9:9 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.5<0>
+host:9:9 [0] NCCL INFO Using network Socket
+host:9:20 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0
+"""
+
+
+def test_transport_from_nccl_debug_output():
+    efa = c.parse_transport(NCCL_EFA.splitlines())
+    assert efa["network"] == "Libfabric" and efa["gpudirect_rdma"] and not efa["plugin_errors"]
+    sock = c.parse_transport(NCCL_SOCKET_FALLBACK.splitlines())
+    assert sock["network"] == "Socket" and not sock["gpudirect_rdma"]
+    assert sock["plugin_errors"] and "Could not find: libnccl-net.so" in sock["plugin_errors"][0]
+    assert c.network_matches("AWS Libfabric", ["Libfabric"]) and not c.network_matches("Socket", ["IB", "Libfabric"])
+    assert c.parse_transport([])["network"] == ""
+
+
+def test_socket_fallback_fails_when_efa_expected():
+    report = c.Report(backend="nccl", world_size=16, nodes=[{}, {}], rows=[c.Row(1 << 30, 30_000, 16)],
+                      large_bytes=1 << 27, transport=c.parse_transport(NCCL_SOCKET_FALLBACK.splitlines()),
+                      expect_network=["Libfabric"])
+    problems = report.problems()
+    assert len(problems) == 1 and "NCCL used network 'Socket', expected one of ['Libfabric']" in problems[0]
+    assert "libnccl-net.so" in problems[0]
+
+
+def test_ring_pairs_put_every_node_in_two_pairs():
+    assert c.ring_pairs(1) == []
+    assert c.ring_pairs(2) == [(0, 1)]
+    assert c.ring_pairs(4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+
+
+def _pairs(values):
+    names = [f"n{i}" for i in range(len(values))]
+    return [c.PairResult((names[i], names[j]), values[k], 1 << 20)
+            for k, (i, j) in enumerate(c.ring_pairs(len(values)))]
+
+
+def test_slow_node_is_named_by_the_two_pairs_it_is_in():
+    # n2 is throttled: pairs n1-n2 and n2-n3 are slow, the others healthy
+    found = c.localize(_pairs([10.0, 0.4, 0.5, 9.5]), min_busbw=None, ratio=0.75)
+    assert found["suspects"] == ["n2"]
+    assert [p["nodes"] for p in found["slow_pairs"]] == [("n1", "n2"), ("n2", "n3")]
+    assert found["slowest"]["nodes"] == ("n1", "n2")
+
+
+def test_one_slow_pair_names_both_nodes_and_a_healthy_ring_names_none():
+    assert c.localize(_pairs([10.0, 10.2, 2.0, 9.9]), min_busbw=None, ratio=0.75)["suspects"] == ["n2", "n3"]
+    healthy = c.localize(_pairs([10.0, 9.0, 9.7]), min_busbw=None, ratio=0.75)
+    assert healthy["slow_pairs"] == [] and healthy["suspects"] == []
+    # an absolute floor flags pairs even when they are all alike
+    assert len(c.localize(_pairs([3.0, 3.1, 2.9]), min_busbw=5.0, ratio=0.75)["slow_pairs"]) == 3
+
+
+def test_report_verdict_names_floor_and_wrong_values():
+    rows = [c.Row(1 << 20, 1000.0, 3), c.Row(2 << 20, 2000.0, 3, wrong=5)]
+    report = c.Report(backend="gloo", world_size=3, nodes=[{}, {}, {}], rows=rows, large_bytes=1 << 20,
+                      min_busbw_gbps=100.0,
+                      pairs=_pairs([1.0, 1.0, 1.0]), pair_findings=c.localize(_pairs([1.0, 1.0, 1.0]),
+                                                                                 min_busbw=None, ratio=0.75))
+    data = report.to_dict()
+    assert not data["ok"]
+    assert any("wrong values at 1 size(s) (first at 2097152 B)" in p for p in data["problems"])
+    assert any("below min_busbw_gbps 100 GB/s; slowest pair n0 - n1" in p for p in data["problems"])
+    assert "# Result: FAILED" in report.format()
+    json.dumps(data)  # serializable as the module returns it
+
+
+def test_options_are_checked_and_named():
+    with pytest.raises(SettingsError, match="backend"):
+        c.Options(backend="mpi").validate()
+    with pytest.raises(SettingsError, match="pair_ratio"):
+        c.Options(pair_ratio=1.5).validate()
+    with pytest.raises(SettingsError, match="unknown option"):
+        c.Options.from_dict({"itters": 3})
+    with pytest.raises(SettingsError, match="environment variable names"):
+        c.Options(env={"NCCL DEBUG": "INFO"}).validate()
+
+
+def test_cli_parses_sizes_env_and_hosts():
+    args = c._parser().parse_args(["--address", "10.0.0.1:6379", "--max-bytes", "16M", "--env", "NCCL_DEBUG=WARN",
+                                   "--host", "10.0.0.1=head", "--expect-network", "IB", "--no-pairwise"])
+    opts = c.options_from_args(args)
+    assert opts.max_bytes == 16 << 20 and opts.env == {"NCCL_DEBUG": "WARN"} and opts.hosts == {"10.0.0.1": "head"}
+    assert opts.expect_network == ["IB"] and not opts.pairwise
+    with pytest.raises(SettingsError, match="--env"):
+        c.options_from_args(c._parser().parse_args(["--env", "NOVALUE"]))
+
+
+def test_thresholds_data_file_has_a_source_and_a_margin_for_every_floor():
+    data = yaml.safe_load((ROOT / "roles/preflight/files/busbw_thresholds.yml").read_text())["instance_types"]
+    assert {"p4de.24xlarge", "p5.48xlarge", "BM.GPU.H100.8"} <= set(data)
+    for name, entry in data.items():
+        assert entry.get("network") in ("Libfabric", "IB", "Socket"), name
+        scopes = [s for s in ("multi_node", "single_node") if s in entry]
+        assert scopes, name
+        for scope in scopes:
+            floor = entry[scope]
+            assert floor["source"].startswith("https://"), (name, scope)
+            assert floor["min_busbw_gbps"] > 0, (name, scope)
+            if not floor.get("vendor_floor"):
+                assert floor["min_busbw_gbps"] < floor["published_gbps"], (name, scope)
+
+
+def test_report_renders_markdown_html_and_plot(tmp_path):
+    rows = [c.Row(s, 10.0 + s / 1e4, 3).to_dict() for s in c.sweep(8, 1 << 20)]
+    result = {
+        "ok": False, "time": "2026-11-23T12:00:00Z", "head": "demo-head", "instance_type": "", "floor_source": "",
+        "cluster": {"ray_version": "2.60.0", "alive_nodes": 3, "cpus": 6.0, "gpus": 0.0},
+        "collective": {"ok": False, "problems": ["slow node(s): demo-worker2 (slow pairs: ...)"], "backend": "gloo",
+                       "world_size": 3, "rows": rows, "large_bytes": 1 << 17, "peak_busbw_gbps": 1.5,
+                       "min_busbw_gbps": None, "transport": {"network": "gloo/tcp"},
+                       "nodes": [{"name": "demo-head", "ip": "10.0.0.10", "ranks": [0], "gpu_ids": []}],
+                       "pairs": [{"nodes": ["demo-head", "demo-worker2"], "busbw_gbps": 0.01, "size": 1 << 20}],
+                       "pair_findings": {"slow_pairs": [{"nodes": ["demo-head", "demo-worker2"]}]}},
+    }
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(result))
+    out = subprocess.run([sys.executable, str(ROOT / "roles/preflight/files/preflight_report.py"), str(path)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(Path(p).name for p in out) == ["busbw.png", "report.html", "report.md"]
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("# Cluster health: FAIL") and "slow node(s): demo-worker2" in md
+    assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
+    assert "<span class='fail'>FAIL</span>" in (tmp_path / "report.html").read_text()
+    assert (tmp_path / "busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
