@@ -337,9 +337,9 @@ class Report:
         }
 
     def format(self) -> str:
+        network = f", network {self.transport['network']}" if self.transport.get("network") else ""
         title = (f"all_reduce across {len(self.nodes)} node(s), {self.world_size} rank(s), "
-                 f"backend {self.backend}" + (f", network {self.transport['network']}"
-                                               if self.transport.get("network") else ""))
+                 f"backend {self.backend}{network}")
         parts = [format_table(self.rows, title)]
         parts.append(f"# Peak bus bandwidth (sizes >= {self.large_bytes} B): {self.peak_busbw_gbps:.4g} GB/s"
                      + (f" (minimum {self.min_busbw_gbps:g})" if self.min_busbw_gbps is not None else ""))
@@ -432,12 +432,12 @@ class _Rank:
             self._sync()
             wrong = int((check != expected).sum().item())
             buf = torch.zeros(count, dtype=torch.float32, device=self.device)
-            for _ in range(warmup):
+            for _warmup in range(warmup):
                 dist.all_reduce(buf, group=group)
             self._sync()
             dist.barrier(group=group)
             start = time.perf_counter()
-            for _ in range(iters):
+            for _timed in range(iters):
                 dist.all_reduce(buf, group=group)
             self._sync()
             elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64,

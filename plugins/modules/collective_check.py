@@ -11,12 +11,12 @@ module: collective_check
 short_description: Measure all-reduce bus bandwidth across the Ray cluster and fail on a slow node or link
 version_added: "0.1.0"
 description:
-  - Runs C(python -m rayfleet.collective) on the head: one Ray actor per GPU (per node on CPU-only
+  - Runs C(python -m rayfleet.collective) on the head. One Ray actor per GPU (per node on CPU-only
     clusters), placed with a C(STRICT_SPREAD) placement group, forms a C(torch.distributed) group (NCCL on
     GPUs, gloo on CPUs) and sweeps message sizes like nccl-tests' C(all_reduce_perf), reporting time,
     algorithm bandwidth and bus bandwidth (busbw = algbw x 2(n-1)/n) per size, with a correctness check.
   - Then a ring of node pairs runs the same all-reduce two nodes at a time, so a slow node or link is
-    named: a pair below O(pair_ratio) of the best pair (or below O(min_busbw_gbps)) is slow, and a node in
+    named. A pair below O(pair_ratio) of the best pair (or below O(min_busbw_gbps)) is slow, and a node in
     two slow pairs is the suspect.
   - Fails when the values are wrong, when the peak bus bandwidth at the large sizes is below
     O(min_busbw_gbps), when a pair is slow, or when NCCL did not use a network in O(expect_network) (for
@@ -213,7 +213,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
-    from rayfleet.collective import Options, Report, parse_size  # noqa: F401  (Report: documented contract)
+    from rayfleet.collective import Options, parse_size
     from rayfleet.errors import SettingsError
 except ImportError:
     pass  # reported by require_rayfleet()

@@ -125,9 +125,8 @@ def test_one_slow_pair_names_both_nodes_and_a_healthy_ring_names_none():
 def test_report_verdict_names_floor_and_wrong_values():
     rows = [c.Row(1 << 20, 1000.0, 3), c.Row(2 << 20, 2000.0, 3, wrong=5)]
     report = c.Report(backend="gloo", world_size=3, nodes=[{}, {}, {}], rows=rows, large_bytes=1 << 20,
-                      min_busbw_gbps=100.0,
-                      pairs=_pairs([1.0, 1.0, 1.0]), pair_findings=c.localize(_pairs([1.0, 1.0, 1.0]),
-                                                                                 min_busbw=None, ratio=0.75))
+                      min_busbw_gbps=100.0, pairs=_pairs([1.0, 1.0, 1.0]),
+                      pair_findings=c.localize(_pairs([1.0, 1.0, 1.0]), min_busbw=None, ratio=0.75))
     data = report.to_dict()
     assert not data["ok"]
     assert any("wrong values at 1 size(s) (first at 2097152 B)" in p for p in data["problems"])

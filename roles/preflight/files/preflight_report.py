@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Render the preflight's cluster health report: Markdown, HTML and a bus bandwidth plot (PNG).
 
@@ -6,7 +5,7 @@ Reads the JSON the preflight role writes (the collective_check result plus the c
 writes report.md, report.html and busbw.png next to it. The plot needs matplotlib on the controller;
 without it the reports say so and everything else is still written (exit 0).
 
-  preflight_report.py artifacts/preflight/<head>/result.json
+  python preflight_report.py artifacts/preflight/<head>/result.json
 """
 
 from __future__ import annotations

@@ -53,5 +53,6 @@ def test_failed_job_fails_with_its_message():
 
 def test_check_mode_submits_nothing():
     client = FakeClient()
-    result, _ = ray_job.submit_and_wait(client, dict(P, submission_id="new"), check_mode=True)
-    assert result == {"changed": True, "status": "NOT_SUBMITTED", "submission_id": "new"} and client.submitted == []
+    result, failure = ray_job.submit_and_wait(client, dict(P, submission_id="new"), check_mode=True)
+    assert failure is None and client.submitted == []
+    assert result == {"changed": True, "status": "NOT_SUBMITTED", "submission_id": "new"}
