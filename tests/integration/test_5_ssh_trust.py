@@ -101,3 +101,36 @@ def test_rotation_replaces_the_key_everywhere(request):
         assert old_pub not in auth and new_pub in auth, f"{name} still trusts the old key or lacks the new one"
         cmd = ssh_as_ray_user(host, ip, "true")
         assert cmd.rc == 0, f"head -> {name} with the new key failed: {cmd.stderr}"
+
+
+def test_password_logins_are_off(host):
+    """sshd's effective settings, and a real password attempt: the server offers public keys only."""
+    import paramiko
+
+    with host.sudo():
+        effective = host.check_output("sshd -T -C user=rayfleet,host=localhost,addr=127.0.0.1").lower().splitlines()
+    for line in ("passwordauthentication no", "kbdinteractiveauthentication no", "permitemptypasswords no",
+                 "permitrootlogin without-password"):
+        assert line in effective, f"sshd -T lacks {line!r}"
+    known = paramiko.HostKeys(str(ROOT / ".sandbox" / SANDBOX / "known_hosts"))
+    address = node_ip(host)
+    with paramiko.Transport((address, 22)) as transport:
+        transport.start_client(timeout=10)
+        key = transport.get_remote_server_key()
+        assert known.check(address, key), "the host key is not the one in known_hosts"
+        with pytest.raises(paramiko.BadAuthenticationType) as refused:
+            transport.auth_password("debian", "not-a-password")
+        assert refused.value.allowed_types == ["publickey"]
+
+
+def test_password_login_left_on_elsewhere_is_named():
+    """An image that turns passwords on before the drop-ins are read (top of sshd_config): site.yml says so."""
+    victim = container(f"{SANDBOX}-worker1")
+    podman("exec", victim, "sed", "-i", "1i PasswordAuthentication yes", "/etc/ssh/sshd_config")
+    try:
+        proc = run_site("--tags", "ssh")
+    finally:
+        podman("exec", victim, "sed", "-i", "1d", "/etc/ssh/sshd_config")
+    assert proc.returncode != 0
+    assert (f'sshd on {SANDBOX}-worker1 does not have \\"passwordauthentication no\\" in effect' in proc.stdout
+            and 'passwordauthentication yes' in proc.stdout), proc.stdout[-3000:]

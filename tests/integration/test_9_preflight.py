@@ -21,6 +21,7 @@ from conftest import (
     node_ip,
     podman,
     ray_nodes,
+    run_site,
     wait_for_cluster,
 )
 
@@ -80,6 +81,11 @@ def test_preflight_passes_and_writes_the_report(request, tmp_path):
     assert (tmp_path / "report.md").read_text().startswith("# Cluster health: PASS")
     assert "PASS" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
+    # every node's GPUs were read through NVML: none here, said so with the reason, Ray agreeing (0 GPUs)
+    assert sorted(result["gpus"]) == sorted(inventory_ips(request))
+    for name, found in result["gpus"].items():
+        assert found["available"] is False and found["count"] == 0 and found["ray_gpus"] == 0.0, name
+        assert found["reason"] == "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)", name
     state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
     assert state["ok"] is True and len(state["node_ids"]) == 3 and state["backend"] == "gloo"
     # the gate opens: the job runs and sees the whole cluster (3 nodes x 2 CPUs)
@@ -99,6 +105,32 @@ def test_gate_shuts_when_a_node_changed_since_the_preflight(request):
     job = submit()
     assert job.returncode != 0 and "Not submitting: the Ray nodes changed since the preflight" in job.stdout, (
         job.stdout[-3000:])
+
+
+def test_gpus_ray_claims_but_nvml_cannot_see_fail_the_gate(request, tmp_path):
+    """Ray told a worker has a GPU (num_gpus=1) that NVML does not see: the preflight names that node."""
+    victim = f"{SANDBOX}-worker2"
+    fake = run_site("--tags", "ray", "-e", json.dumps(
+        {"ray_num_gpus": f"{{{{ 1 if inventory_hostname == '{victim}' else none }}}}"}))
+    try:
+        assert fake.returncode == 0, fake.stdout[-3000:]
+        proc = preflight(tmp_path)
+    finally:
+        restored = run_site("--tags", "ray")
+    assert restored.returncode == 0, restored.stdout[-3000:]
+    assert proc.returncode != 0
+    assert (f"{victim}: Ray reports 1 GPU(s) on this node, but no NVIDIA driver on this host"
+            in proc.stdout), proc.stdout[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert not result["ok"] and result["gpus"][victim]["ray_gpus"] == 1.0
+    assert "not measured" in (tmp_path / "report.md").read_text()
+
+
+def test_expected_gpus_missing_fail_every_node(tmp_path):
+    proc = preflight(tmp_path, "-e", "preflight_expect_gpus=8")
+    assert proc.returncode != 0
+    for name in ("head", "worker1", "worker2"):
+        assert f"{SANDBOX}-{name}: expected 8 GPU(s), but no NVIDIA driver on this host" in proc.stdout
 
 
 def test_throttled_node_is_named_and_fails_the_gate(request, tmp_path):

@@ -176,6 +176,11 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
     result = {
         "ok": False, "time": "2026-11-23T12:00:00Z", "head": "demo-head", "instance_type": "", "floor_source": "",
         "cluster": {"ray_version": "2.60.0", "alive_nodes": 3, "cpus": 6.0, "gpus": 0.0},
+        "gpus": {"demo-head": {"available": False, "reason": "no NVIDIA driver on this host", "count": 0,
+                               "problems": [], "ray_gpus": 0.0},
+                 "demo-worker1": {"available": True, "count": 1, "ray_gpus": 1.0, "driver_version": "570.86.15",
+                                  "gpus": [{"name": "NVIDIA H100"}],
+                                  "problems": ["GPU 0 (GPU-1): PCIe link x8 of x16"]}},
         "collective": {"ok": False, "problems": ["slow node(s): demo-worker2 (slow pairs: ...)"], "backend": "gloo",
                        "world_size": 3, "rows": rows, "large_bytes": 1 << 17, "peak_busbw_gbps": 1.5,
                        "min_busbw_gbps": None, "transport": {"network": "gloo/tcp"},
@@ -190,6 +195,8 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
     assert sorted(Path(p).name for p in out) == ["busbw.png", "report.html", "report.md"]
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# Cluster health: FAIL") and "slow node(s): demo-worker2" in md
+    assert "- demo-worker1: GPU 0 (GPU-1): PCIe link x8 of x16" in md
+    assert "| demo-head | no: no NVIDIA driver on this host | 0 | 0 |" in md
     assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
     assert "<span class='fail'>FAIL</span>" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

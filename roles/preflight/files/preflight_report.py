@@ -66,11 +66,28 @@ ROW_HEAD = ["size", "count (float)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"
 
 
 def _verdict(data: dict) -> tuple[bool, list[str]]:
+    """The role's verdict (data["ok"]) and every problem: each node's GPU findings, then the collective's."""
     c = data["collective"]
-    problems = list(c.get("problems") or [])
+    problems = [f"{host}: {p}" for host, g in sorted((data.get("gpus") or {}).items()) for p in g.get("problems") or []]
+    problems += list(c.get("problems") or [])
     if c.get("error"):
-        problems.insert(0, f"the collective check could not run: {c['error']}")
-    return (not problems and c.get("ok", False)), problems
+        problems.append(f"the collective check could not run: {c['error']}")
+    return bool(data.get("ok")) and not problems, problems
+
+
+GPU_HEAD = ["node", "NVML", "GPUs", "Ray GPUs", "driver / CUDA", "GPU names", "findings"]
+
+
+def _gpu_rows(data: dict) -> list[list[str]]:
+    rows = []
+    for host, g in sorted((data.get("gpus") or {}).items()):
+        names = sorted({x.get("name", "") for x in g.get("gpus") or []})
+        findings = (g.get("problems") or []) + (g.get("warnings_found") or [])
+        rows.append([host, "yes" if g.get("available") else f"no: {g.get('reason') or g.get('msg') or '?'}",
+                     str(g.get("count", 0)), "-" if g.get("ray_gpus") is None else f"{g['ray_gpus']:g}",
+                     f"{g.get('driver_version') or '-'} / {g.get('cuda_driver_version') or '-'}",
+                     ", ".join(names) or "-", "; ".join(findings) or "-"])
+    return rows
 
 
 def markdown(data: dict, plot_note: str) -> str:
@@ -84,11 +101,17 @@ def markdown(data: dict, plot_note: str) -> str:
            + (f"{c['min_busbw_gbps']:g} GB/s ({data.get('floor_source') or 'set in the inventory'})"
               if c.get("min_busbw_gbps") is not None
               else "none known for this hardware (bandwidth reported, not gated)"),
-           f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
-           f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
-           f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})", ""]
+           (f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
+            f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
+            f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})"
+            if c.get("rows") else "- all-reduce: not measured (a node failed its GPU check, the check could not run, "
+            "or preflight_collective is false)"), ""]
     if problems:
         out += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
+    gpu_rows = _gpu_rows(data)
+    if gpu_rows:
+        out += ["## GPUs (NVML, per node)", "", "| " + " | ".join(GPU_HEAD) + " |", "|" + "---|" * len(GPU_HEAD)]
+        out += ["| " + " | ".join(r) + " |" for r in gpu_rows] + [""]
     out += ["## Nodes", "", "| name | IP | ranks | GPU ids |", "|---|---|---|---|"]
     out += [f"| {n['name']} | {n['ip']} | {', '.join(map(str, n['ranks']))} | {', '.join(n['gpu_ids']) or '-'} |"
             for n in c.get("nodes") or []]
@@ -126,6 +149,8 @@ def html_report(data: dict, plot_note: str) -> str:
     ]
     if problems:
         parts.append("<h2>Problems</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>")
+    if _gpu_rows(data):
+        parts.append("<h2>GPUs (NVML, per node)</h2>" + _table_html(GPU_HEAD, _gpu_rows(data)))
     parts.append("<h2>Nodes</h2>" + _table_html(
         ["name", "IP", "ranks", "GPU ids"],
         [[n["name"], n["ip"], ", ".join(map(str, n["ranks"])), ", ".join(n["gpu_ids"]) or "-"]

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A node's GPUs as NVML reports them (nvidia-ml-py), checked against what Ray reports for the node.
+
+Reads, per GPU: index, UUID, name, PCI bus id, memory, persistence mode, ECC mode and uncorrected ECC errors
+since boot, row-remapping failures/pending, and the PCIe link (current vs maximum width). Then lists what
+would make the node unfit for a job: fewer GPUs than expected, a Ray GPU count that differs from NVML's
+(Ray started before the driver, CUDA_VISIBLE_DEVICES set in the unit, a wrong num_gpus), duplicate UUIDs
+(two containers given the same GPU), uncorrected ECC errors, a GPU whose memory rows need remapping (reset it),
+and a PCIe link running narrower than the slot allows.
+
+Examples (on a node, in the Ray venv):
+  python -m rayfleet.gpu                      # table
+  python -m rayfleet.gpu --json --expect 8    # fail (exit 1) unless 8 healthy GPUs
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str = ""
+    memory_total_mib: int = 0
+    persistence_mode: bool | None = None
+    ecc_enabled: bool | None = None
+    ecc_uncorrected_volatile: int | None = None
+    remap_failure: bool | None = None
+    remap_pending: bool | None = None
+    pcie_width: int | None = None
+    pcie_max_width: int | None = None
+    pcie_gen: int | None = None
+
+
+@dataclass
+class NvmlReport:
+    available: bool
+    reason: str = ""  # why NVML could not be read (no driver, no library, ...)
+    driver_version: str = ""
+    cuda_driver_version: str = ""
+    gpus: list[Gpu] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["count"] = len(self.gpus)
+        return data
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_nvml(nvml: Any = None) -> NvmlReport:
+    """Read every GPU through NVML; ``nvml`` is the pynvml module (injectable for tests)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError as exc:
+            return NvmlReport(False, f"nvidia-ml-py is not installed in this Python ({exc})")
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        if code == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+            reason = "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)"
+        elif code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
+            reason = "the NVIDIA kernel module is not loaded (driver installed but not running: reboot or modprobe)"
+        else:
+            reason = f"NVML could not start: {exc}"
+        return NvmlReport(False, reason)
+    try:
+        def maybe(fn, *args):
+            try:
+                return fn(*args)
+            except nvml.NVMLError:  # not supported on this GPU/driver
+                return None
+
+        report = NvmlReport(True, driver_version=_text(nvml.nvmlSystemGetDriverVersion()))
+        cuda = maybe(nvml.nvmlSystemGetCudaDriverVersion)
+        if cuda:
+            report.cuda_driver_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            ecc = maybe(nvml.nvmlDeviceGetEccMode, h)
+            ecc_on = bool(ecc[0]) if ecc else None
+            remap = maybe(nvml.nvmlDeviceGetRemappedRows, h)
+            pci = maybe(nvml.nvmlDeviceGetPciInfo, h)
+            mem = maybe(nvml.nvmlDeviceGetMemoryInfo, h)
+            persistence = maybe(nvml.nvmlDeviceGetPersistenceMode, h)
+            report.gpus.append(Gpu(
+                index=i, uuid=_text(nvml.nvmlDeviceGetUUID(h)), name=_text(nvml.nvmlDeviceGetName(h)),
+                pci_bus_id=_text(pci.busId) if pci is not None else "",
+                memory_total_mib=int(mem.total // (1 << 20)) if mem is not None else 0,
+                persistence_mode=bool(persistence) if persistence is not None else None,
+                ecc_enabled=ecc_on,
+                ecc_uncorrected_volatile=maybe(nvml.nvmlDeviceGetTotalEccErrors, h,
+                                               nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC)
+                if ecc_on else None,
+                remap_pending=bool(remap[2]) if remap else None,
+                remap_failure=bool(remap[3]) if remap else None,
+                pcie_width=maybe(nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                pcie_max_width=maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+                pcie_gen=maybe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            ))
+        return report
+    finally:
+        nvml.nvmlShutdown()
+
+
+def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float | None = None,
+             check_pcie: bool = True) -> tuple[list[str], list[str]]:
+    """(problems that make the node unfit, warnings) for a report; each names the GPU by index and UUID."""
+    bad: list[str] = []
+    warn: list[str] = []
+    count = len(report.gpus)
+    if not report.available:
+        if expect:
+            bad.append(f"expected {expect} GPU(s), but {report.reason}")
+        return bad, warn
+    if expect is not None and count != expect:
+        bad.append(f"NVML sees {count} GPU(s), expected {expect}: "
+                   + (", ".join(f"{g.index}:{g.name}" for g in report.gpus) or "none"))
+    if ray_gpus is not None and abs(float(ray_gpus) - count) > 1e-6:
+        bad.append(f"Ray reports {float(ray_gpus):g} GPU(s) on this node, NVML {count}: Ray started before the driver, "
+                   "a CUDA_VISIBLE_DEVICES in its environment, or num_gpus set wrong (ray_num_gpus)")
+    seen: dict[str, int] = {}
+    for g in report.gpus:
+        label = f"GPU {g.index} ({g.uuid}, {g.pci_bus_id or 'bus ?'})"
+        if g.uuid in seen:
+            bad.append(f"{label} has the same UUID as GPU {seen[g.uuid]}: one GPU is assigned twice")
+        seen.setdefault(g.uuid, g.index)
+        if g.ecc_uncorrected_volatile:
+            bad.append(f"{label} has {g.ecc_uncorrected_volatile} uncorrected ECC error(s) since boot")
+        if g.remap_failure:
+            bad.append(f"{label}: row remapping failed (the GPU needs service)")
+        elif g.remap_pending:
+            bad.append(f"{label}: row remapping pending (reset the GPU or reboot before use)")
+        if check_pcie and g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
+            bad.append(f"{label}: PCIe link x{g.pcie_width} of x{g.pcie_max_width} (degraded link or riser)")
+        if g.persistence_mode is False:
+            warn.append(f"{label}: persistence mode off (nvidia-persistenced not running): slower first CUDA calls")
+        if g.ecc_enabled is False:
+            warn.append(f"{label}: ECC is off")
+    return bad, warn
+
+
+def format_table(report: NvmlReport) -> str:
+    if not report.available:
+        return f"no GPUs read: {report.reason}"
+    rows = [("IDX", "NAME", "UUID", "BUS", "MEM_MIB", "PCIE", "ECC_UNCORR", "PERSIST")]
+    for g in report.gpus:
+        rows.append((str(g.index), g.name, g.uuid, g.pci_bus_id, str(g.memory_total_mib),
+                     f"gen{g.pcie_gen} x{g.pcie_width}/x{g.pcie_max_width}" if g.pcie_width else "-",
+                     "-" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile),
+                     {True: "on", False: "off", None: "-"}[g.persistence_mode]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.append(f"driver {report.driver_version}, CUDA {report.cuda_driver_version or '?'}, {len(report.gpus)} GPU(s)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.gpu", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--expect", type=int, help="the number of GPUs this node must have")
+    parser.add_argument("--ray-gpus", type=float, help="the GPU count Ray reports for this node, to compare")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    report = read_nvml()
+    bad, warn = problems(report, expect=args.expect, ray_gpus=args.ray_gpus)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "problems": bad, "warnings": warn}, indent=2))
+    else:
+        print(format_table(report))
+        for line in bad:
+            print(f"PROBLEM: {line}")
+        for line in warn:
+            print(f"warning: {line}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

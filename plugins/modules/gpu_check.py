@@ -1,0 +1,184 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_check
+short_description: Read a node's GPUs through NVML and check them against what Ray reports for the node
+version_added: "0.1.0"
+description:
+  - Reads every GPU through NVML (C(nvidia-ml-py), no C(nvidia-smi) parsing) - UUID, name, PCI bus id, memory,
+    persistence mode, ECC mode and uncorrected ECC errors since boot, row remapping, PCIe link width.
+  - Fails, naming the GPU by index, UUID and bus id, when the node has fewer GPUs than O(expect_gpus), when Ray's GPU
+    count for this node (read from Ray's state API at O(ray_address)) differs from NVML's, when two GPUs share a
+    UUID, on uncorrected ECC errors, failed or pending row remapping, or a PCIe link narrower than the slot allows.
+  - On a host without an NVIDIA driver it returns C(available=false) with the reason and does not fail, unless
+    O(required) or O(expect_gpus) asks for GPUs, or Ray reports GPUs there.
+  - Must run with the Ray venv's interpreter (it holds C(nvidia-ml-py) and the rayfleet library).
+author:
+  - rayfleet authors (@rayfleet)
+options:
+  expect_gpus:
+    description: The number of GPUs this node must have. Unset, any number (including none) is accepted.
+    type: int
+  required:
+    description: Fail when NVML cannot be read (no driver, module not loaded).
+    type: bool
+    default: false
+  ray_address:
+    description: The head's dashboard URL; when set, Ray's GPU count for O(node_ip) is compared with NVML's.
+    type: str
+  node_ip:
+    description: This node's IP as Ray knows it (with O(ray_address)).
+    type: str
+  auth_token_path:
+    description: File holding the cluster's Ray token, for clusters with Ray token authentication.
+    type: path
+  check_pcie:
+    description: Fail on a PCIe link running narrower than its maximum width.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+seealso:
+  - module: rayfleet.cluster.collective_check
+  - name: NVML API reference
+    description: The library this module reads.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Every GPU visible, healthy, and counted by Ray
+  rayfleet.cluster.gpu_check:
+    expect_gpus: 8
+    ray_address: "http://{{ hostvars[groups['ray_head'][0]].ansible_default_ipv4.address }}:8265"
+    node_ip: "{{ ansible_default_ipv4.address }}"
+    auth_token_path: /etc/rayfleet/auth-token
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+"""
+
+RETURN = r"""
+available:
+  description: Whether NVML could be read.
+  returned: always
+  type: bool
+reason:
+  description: Why NVML could not be read (empty when it could).
+  returned: always
+  type: str
+  sample: no NVIDIA driver on this host (libnvidia-ml.so.1 not found)
+count:
+  description: Number of GPUs NVML sees.
+  returned: always
+  type: int
+gpus:
+  description: Per GPU - index, uuid, name, pci_bus_id, memory_total_mib, persistence_mode, ecc_enabled,
+    ecc_uncorrected_volatile, remap_failure, remap_pending, pcie_width, pcie_max_width, pcie_gen.
+  returned: always
+  type: list
+  elements: dict
+driver_version:
+  description: NVIDIA driver version.
+  returned: always
+  type: str
+cuda_driver_version:
+  description: The CUDA version the driver supports.
+  returned: always
+  type: str
+ray_gpus:
+  description: GPUs Ray reports for this node (with O(ray_address)).
+  returned: when ray_address is set
+  type: float
+problems:
+  description: What makes the node unfit (the module fails when this is not empty).
+  returned: always
+  type: list
+  elements: str
+warnings_found:
+  description: Findings that do not fail the check (persistence mode off, ECC off).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import (
+    require_rayfleet,
+)
+
+try:
+    from rayfleet.cluster import get_state, state_api_fetcher
+    from rayfleet.gpu import problems, read_nvml
+    from rayfleet.raynode import auth_env
+except ImportError:
+    pass  # reported by require_rayfleet()
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            expect_gpus=dict(type="int"),
+            required=dict(type="bool", default=False),
+            ray_address=dict(type="str"),
+            node_ip=dict(type="str"),
+            auth_token_path=dict(type="path"),
+            check_pcie=dict(type="bool", default=True),
+        ),
+        required_together=[("ray_address", "node_ip")],
+        supports_check_mode=True,
+    )
+
+
+def ray_gpu_count(address, node_ip, auth_token_path):
+    """GPUs Ray reports for the alive node with this IP (None when Ray lists no such node)."""
+    os.environ.update(auth_env(auth_token_path))
+    node = get_state(state_api_fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
+    return None if node is None else float(node.resources.get("GPU", 0.0))
+
+
+def main():
+    module = build_module()
+    require_rayfleet(module)
+    p = module.params
+    report = read_nvml()
+    result = dict(changed=False, **report.to_dict())
+    ray_gpus = None
+    if p["ray_address"]:
+        try:
+            ray_gpus = ray_gpu_count(p["ray_address"], p["node_ip"], p["auth_token_path"])
+        except Exception as exc:  # the state API is down or refuses us
+            msg = "cannot read Ray's view of %s at %s: %s" % (p["node_ip"], p["ray_address"], to_native(exc))
+            module.fail_json(msg=msg, **result)
+        if ray_gpus is None:
+            module.fail_json(msg="Ray lists no alive node with IP %s at %s" % (p["node_ip"], p["ray_address"]),
+                             **result)
+        result["ray_gpus"] = ray_gpus
+    bad, warn = problems(report, expect=p["expect_gpus"], check_pcie=p["check_pcie"],
+                         ray_gpus=ray_gpus if report.available or ray_gpus else None)
+    if not report.available and p["required"] and not bad:
+        bad.append("GPUs are required here, but " + report.reason)
+    if not report.available and ray_gpus:
+        bad.append("Ray reports %g GPU(s) on this node, but %s" % (ray_gpus, report.reason))
+    result.update(problems=bad, warnings_found=warn)
+    if bad:
+        module.fail_json(msg="GPU check failed: " + "; ".join(bad), **result)
+    if not report.available:
+        result["msg"] = "no GPU checked: " + report.reason
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""rayfleet.gpu against a fake NVML: what is read, and which findings fail a node."""
+
+from types import SimpleNamespace
+
+import pytest
+from rayfleet import gpu
+
+
+class FakeNvml:
+    """The part of pynvml that rayfleet.gpu calls, with GPUs described as dicts."""
+
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12
+    NVML_ERROR_DRIVER_NOT_LOADED = 9
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def __init__(self, gpus=(), init_error=None):
+        self.gpus = [dict(g) for g in gpus]
+        self.init_error = init_error
+        self.shutdown = False
+
+    def _get(self, h, key):
+        value = self.gpus[h].get(key)
+        if value is None:
+            raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return value
+
+    def nvmlInit(self):
+        if self.init_error is not None:
+            raise self.NVMLError(self.init_error)
+
+    def nvmlShutdown(self):
+        self.shutdown = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"570.86.15"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 12080
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.gpus[h]["uuid"].encode()
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=f"00000000:{h + 0x18:02X}:00.0".encode())
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(total=80 * (1 << 30))
+
+    def nvmlDeviceGetPersistenceMode(self, h):
+        return self._get(h, "persistence")
+
+    def nvmlDeviceGetEccMode(self, h):
+        return (1, 1)
+
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter):
+        assert (error_type, counter) == (1, 0)
+        return self._get(h, "ecc")
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        return self._get(h, "remap")
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return self._get(h, "width")
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return 16
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return 5
+
+
+HEALTHY = {"uuid": "GPU-0", "persistence": 1, "ecc": 0, "remap": (0, 0, 0, 0), "width": 16}
+
+
+def _gpus(n, **changes):
+    out = [dict(HEALTHY, uuid=f"GPU-{i:04x}") for i in range(n)]
+    for index, fields in changes.items():
+        out[int(index[1:])].update(fields)
+    return out
+
+
+def test_healthy_node_reads_everything_and_passes():
+    nvml = FakeNvml(_gpus(8))
+    report = gpu.read_nvml(nvml)
+    assert report.available and len(report.gpus) == 8 and nvml.shutdown
+    first = report.gpus[0]
+    assert first.uuid == "GPU-0000" and first.pci_bus_id == "00000000:18:00.0" and first.memory_total_mib == 81920
+    assert first.persistence_mode and first.ecc_uncorrected_volatile == 0 and first.pcie_width == 16
+    assert report.driver_version == "570.86.15" and report.cuda_driver_version == "12.8"
+    assert gpu.problems(report, expect=8, ray_gpus=8.0) == ([], [])
+    assert "8 GPU(s)" in gpu.format_table(report)
+
+
+def test_findings_name_the_gpu():
+    report = gpu.read_nvml(FakeNvml(_gpus(4, g1={"ecc": 3}, g2={"remap": (0, 0, 1, 0)}, g3={"width": 8},
+                                          g0={"persistence": 0})))
+    bad, warn = gpu.problems(report, expect=4)
+    assert any(p.startswith("GPU 1 (GPU-0001, 00000000:19:00.0) has 3 uncorrected ECC error(s)") for p in bad)
+    assert any("GPU 2" in p and "row remapping pending" in p for p in bad)
+    assert any("GPU 3" in p and "PCIe link x8 of x16" in p for p in bad)
+    assert len(bad) == 3 and len(warn) == 1 and "persistence mode off" in warn[0]
+    assert gpu.problems(report, expect=4, check_pcie=False)[0] == bad[:2]
+
+
+def test_count_ray_mismatch_and_duplicate_uuid():
+    report = gpu.read_nvml(FakeNvml(_gpus(7)))
+    bad = gpu.problems(report, expect=8, ray_gpus=4)[0]
+    assert bad[0].startswith("NVML sees 7 GPU(s), expected 8")
+    assert bad[1].startswith("Ray reports 4 GPU(s) on this node, NVML 7")
+    twice = gpu.read_nvml(FakeNvml(_gpus(2, g1={"uuid": "GPU-0000"})))
+    assert "same UUID as GPU 0: one GPU is assigned twice" in gpu.problems(twice)[0][0]
+
+
+def test_unsupported_fields_are_none_not_errors():
+    report = gpu.read_nvml(FakeNvml([dict(HEALTHY, persistence=None, ecc=None, remap=None, width=None)]))
+    g = report.gpus[0]
+    assert (g.persistence_mode, g.ecc_uncorrected_volatile, g.remap_pending, g.pcie_width) == (None, None, None, None)
+    assert gpu.problems(report) == ([], [])
+
+
+NO_DRIVER = [(12, "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)"),
+             (9, "the NVIDIA kernel module is not loaded")]
+
+
+@pytest.mark.parametrize(("code", "text"), NO_DRIVER)
+def test_no_driver_is_a_reason_not_a_crash(code, text):
+    report = gpu.read_nvml(FakeNvml(init_error=code))
+    assert not report.available and report.reason.startswith(text)
+    assert gpu.problems(report) == ([], [])
+    bad = gpu.problems(report, expect=8)[0]
+    assert bad == [f"expected 8 GPU(s), but {report.reason}"]
