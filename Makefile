@@ -16,13 +16,13 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit molecule bench-converge clean
+.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit molecule bench-converge bench-collective clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
-	@echo "make unit | lint | sanity | molecule | bench-converge"
+	@echo "make unit | lint | sanity | molecule | bench-converge | bench-collective"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -79,6 +79,9 @@ molecule: deps venv image wheels
 
 bench-converge: deps venv image wheels
 	tools/bench_converge.py --workers $(WORKERS)
+
+bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight wall time
+	tools/bench_collective.py --workers $(WORKERS)
 
 clean: demo-down
 	rm -rf .cache tests/output artifacts

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: the collective check against the raw link, and the whole preflight's wall time, on the sandbox.
+
+On one sandbox (1 head + N workers) converged with site.yml:
+  link      iperf3 (Debian's package) from worker2 to worker1, TCP, --seconds each, median of --runs
+  allreduce python -m rayfleet.collective on the head (gloo, sizes up to --max-bytes), median of --runs:
+            the peak busbw across all nodes, and the busbw of the worker1-worker2 pair at the largest size
+  ratio     pair busbw / iperf3 throughput for the same two hosts (goal >= 0.7)
+  preflight wall time of ansible-playbook playbooks/preflight.yml, median of --runs (goal < 60 s)
+
+Prints a table and writes artifacts/bench-collective.json. Not a test: figures vary with the machine.
+
+Example: tools/bench_collective.py --runs 3 --max-bytes 64M
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_converge import TOKEN_PATH, VENV, BenchError, remote, run_site
+
+from sandbox import ROOT, Sandbox
+
+COLLECTIVE = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
+              f"{VENV}/bin/python -m rayfleet.collective --json --backend gloo")
+
+
+def iperf(sb: Sandbox, server: str, client: str, seconds: int) -> float:
+    """TCP throughput client -> server in GB/s (10^9 bytes/s, like busbw)."""
+    remote(sb, server, "sudo pkill -x iperf3; sudo iperf3 -s -D -1 && sleep 0.5", check=False)
+    out = remote(sb, client, f"iperf3 -c {server} -t {seconds} -J")
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 8 / 1e9
+
+
+def collective(sb: Sandbox, head: str, max_bytes: str, names: dict[str, str]) -> dict:
+    hosts = " ".join(f"--host {ip}={name}" for ip, name in names.items())
+    out = remote(sb, head, f"{COLLECTIVE} --address {head}:6379 --max-bytes {max_bytes} --warmup-iters 2 "
+                           f"--iters 5 --pair-iters 5 --pair-ratio 0.05 {hosts}")
+    data = json.loads(out)
+    if not data["ok"]:
+        raise BenchError(f"the collective check failed: {data['problems']}")
+    return data
+
+
+def preflight(sb: Sandbox) -> float:
+    env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="default")
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/sandbox",
+                           "-e", f"preflight_report_dir={ROOT / 'artifacts' / 'bench-preflight'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        raise BenchError(f"preflight.yml failed:\n{proc.stdout[-3000:]}")
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5, help="iperf3 duration per run")
+    parser.add_argument("--max-bytes", default="64M", help="largest all-reduce message")
+    parser.add_argument("--name", default="benchcoll")
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox running afterwards")
+    parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-collective.json"))
+    args = parser.parse_args(argv)
+    if args.workers < 2:
+        parser.error("--workers must be at least 2 (the link is measured between two workers)")
+
+    sb = Sandbox(args.name)
+    sb.down()
+    try:
+        hosts = sb.up(args.workers)
+        head = next(h["address"] for h in hosts if h["group"] == "ray_head")
+        w1, w2 = [h["address"] for h in hosts if h["group"] != "ray_head"][:2]
+        names = {h["address"]: h["host"] for h in hosts}
+        print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; site.yml ...", flush=True)
+        run_site(sb)
+        for address in (w1, w2):
+            remote(sb, address, "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null")
+        links, peaks, pairs, tables = [], [], [], []
+        for i in range(args.runs):
+            print(f"run {i + 1}/{args.runs}: iperf3, all-reduce ...", flush=True)
+            links.append(iperf(sb, w1, w2, args.seconds))
+            data = collective(sb, head, args.max_bytes, names)
+            peaks.append(data["peak_busbw_gbps"])
+            pair = next(p for p in data["pairs"] if set(p["nodes"]) == {names[w1], names[w2]})
+            pairs.append(pair["busbw_gbps"])
+            tables.append(data["rows"])
+        walls = []
+        for i in range(args.runs):
+            print(f"preflight.yml {i + 1}/{args.runs} ...", flush=True)
+            walls.append(preflight(sb))
+    except BenchError as exc:
+        print(f"bench-collective: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep:
+            sb.down()
+
+    link, pair, peak, wall = (statistics.median(v) for v in (links, pairs, peaks, walls))
+    result = {
+        "benchmark": "collective",
+        "hosts": len(hosts),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()},
+        "backend": "gloo",
+        "max_bytes": args.max_bytes,
+        "iperf3_gbytes_per_s": [round(x, 3) for x in links],
+        "pair_busbw_gbps": pairs,
+        "all_nodes_peak_busbw_gbps": peaks,
+        "pair_over_link": round(pair / link, 3),
+        "all_nodes_over_link": round(peak / link, 3),
+        "preflight_wall_s": [round(x, 1) for x in walls],
+        "preflight_wall_median_s": round(wall, 1),
+        "last_sweep": tables[-1],
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    rows = [("measure", "value", "note"),
+            ("iperf3 worker2 -> worker1 (median)", f"{link:.3f} GB/s", f"n={len(links)}, {args.seconds} s each"),
+            ("pair worker1-worker2 busbw (median)", f"{pair:.3f} GB/s", f"gloo, {args.max_bytes} all-reduce"),
+            ("all-nodes peak busbw (median)", f"{peak:.3f} GB/s", f"{len(hosts)} ranks"),
+            ("pair busbw / iperf3", f"{result['pair_over_link']:.2f}", "goal >= 0.7"),
+            ("all-nodes busbw / iperf3", f"{result['all_nodes_over_link']:.2f}", ""),
+            ("preflight.yml wall time (median)", f"{wall:.1f} s", f"n={len(walls)}, goal < 60 s")]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print()
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(f"\nwritten: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
