@@ -249,6 +249,9 @@ class Options:
             raise SettingsError(f"pair_ratio: must be in (0, 1], got {self.pair_ratio}")
         if self.min_busbw_gbps is not None and self.min_busbw_gbps < 0:
             raise SettingsError(f"min_busbw_gbps: must be >= 0, got {self.min_busbw_gbps}")
+        if self.max_bytes is not None and self.min_bytes > self.max_bytes:
+            raise SettingsError(f"min_bytes ({self.min_bytes}) is larger than max_bytes ({self.max_bytes}): "
+                                "the size range is empty")
         if self.nodes < 0 or self.gpus_per_node < 0:
             raise SettingsError("nodes and gpus_per_node must be >= 0")
         bad_env = [k for k in self.env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)]
@@ -483,11 +486,21 @@ def plan_bundles(nodes: Sequence[Mapping[str, Any]], opts: Options, backend: str
         if not gpu_nodes:
             raise CollectiveError("backend nccl needs GPU nodes, and Ray reports no GPUs on any alive node")
         per_node = opts.gpus_per_node or min(gpu_nodes)
-        count = 1 if opts.intra_node else (opts.nodes or sum(1 for c in gpu_nodes if c >= per_node))
-        return [{"GPU": per_node, "CPU": per_node}] * count, per_node, count
-    count = 1 if opts.intra_node else (opts.nodes or len(nodes))
-    per_node = max(opts.gpus_per_node, 2 if opts.intra_node else 1)
-    return [{"CPU": per_node}] * count, per_node, count
+        fit = sum(1 for c in gpu_nodes if c >= per_node)
+        what = f"with >= {per_node} GPU(s)"
+    else:
+        per_node = max(opts.gpus_per_node, 2 if opts.intra_node else 1)
+        fit = sum(1 for n in nodes if n.get("Resources", {}).get("CPU", 0) >= per_node)
+        what = f"with >= {per_node} CPU(s)"
+    count = 1 if opts.intra_node else (opts.nodes or fit)
+    if count > fit or count < 1:
+        raise CollectiveError(f"nodes: {count} requested, but {fit} alive node(s) {what} "
+                              f"({len(nodes)} alive in all); start the missing nodes or ask for fewer")
+    if not opts.intra_node and count < 2:
+        raise CollectiveError(f"only {count} alive node(s) {what}: an all-reduce across nodes needs 2 or more "
+                              "(use --intra-node on a single node)")
+    bundle = {"GPU": per_node, "CPU": per_node} if backend == "nccl" else {"CPU": per_node}
+    return [bundle] * count, per_node, count
 
 
 def run(opts: Options) -> Report:
@@ -510,8 +523,6 @@ def run(opts: Options) -> Report:
                 totals[k] = totals.get(k, 0) + v
         backend = _pick_backend(opts.backend, totals)
         bundles, per_node, count = plan_bundles(nodes, opts, backend)
-        if count < 1:
-            raise CollectiveError("no alive node has the resources for one rank")
         pg = placement_group(bundles, strategy="PACK" if opts.intra_node else "STRICT_SPREAD")
         try:
             try:

@@ -54,7 +54,7 @@ options:
     type: int
     default: 3600
   log_lines:
-    description: How many of the job's last log lines to return.
+    description: How many of the job's last log lines to return; C(0) returns all of them.
     type: int
     default: 50
   auth_token_path:
@@ -102,7 +102,7 @@ message:
   returned: when the job exists
   type: str
 logs:
-  description: The job's last O(log_lines) log lines.
+  description: The job's last O(log_lines) log lines (all with C(log_lines=0)).
   returned: when waited for
   type: list
   elements: str
@@ -177,7 +177,7 @@ def submit_and_wait(client, p, check_mode):
         status = str(client.get_job_status(submission_id).value)
     info = client.get_job_info(submission_id)
     result.update(status=status, message=info.message or "",
-                  logs=client.get_job_logs(submission_id).splitlines()[-p["log_lines"]:])
+                  logs=client.get_job_logs(submission_id).splitlines()[-p["log_lines"] if p["log_lines"] else 0:])
     if status not in TERMINAL:
         return result, "job %s still %s after %d s (timeout); it keeps running on the cluster" % (
             submission_id, status, p["timeout"])

@@ -6,6 +6,7 @@ interface) named as the slow node, failing the gate. The sandbox has no GPU: NCC
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import yaml
@@ -40,11 +41,11 @@ def preflight(report_dir, *extra: str) -> subprocess.CompletedProcess:
 JOB = "python -c 'import ray; ray.init(); print(\"cluster CPUs\", ray.cluster_resources()[\"CPU\"])'"
 
 
-def submit(*extra: str) -> subprocess.CompletedProcess:
+def submit(*extra: str, entrypoint: str = JOB) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["ansible-playbook", "playbooks/submit.yml", "-i", "inventories/sandbox",
-         "-e", json.dumps({"submit_entrypoint": JOB}), *extra],
-        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+         "-e", json.dumps({"submit_entrypoint": entrypoint}), *extra],
+        cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
 
 
 def test_torch_with_gloo_in_the_ray_venv(host):
@@ -88,13 +89,45 @@ def test_preflight_passes_and_writes_the_report(request, tmp_path):
         assert found["reason"] == "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)", name
     state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
     assert state["ok"] is True and len(state["node_ids"]) == 3 and state["backend"] == "gloo"
-    # the gate opens: the job runs and sees the whole cluster (3 nodes x 2 CPUs)
-    job = submit()
+    # submit.yml runs the preflight again, then the job: its working directory is uploaded and its logs saved
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    (workdir / "job.py").write_text("import ray\nray.init()\nprint('cluster CPUs', ray.cluster_resources()['CPU'])\n")
+    job = submit("-e", f"submit_working_dir={workdir}", "-e", f"submit_log_dir={tmp_path / 'jobs'}",
+                 "-e", "submit_id=demo-job-1", entrypoint="python job.py")
     assert job.returncode == 0, job.stdout[-4000:] + job.stderr[-2000:]
-    assert "SUCCEEDED" in job.stdout and "cluster CPUs 6.0" in job.stdout
+    assert "Preflight passed" in job.stdout and "demo-job-1: SUCCEEDED" in job.stdout
+    assert "cluster CPUs 6.0" in (tmp_path / "jobs" / "demo-job-1.log").read_text()
+    # the same submission id again: not submitted twice
+    again = submit("-e", "submit_preflight=recent", "-e", f"submit_working_dir={workdir}", "-e",
+                   f"submit_log_dir={tmp_path / 'jobs'}", "-e", "submit_id=demo-job-1", entrypoint="python job.py")
+    assert again.returncode == 0 and re.search(r"-head\s+:\s+ok=\d+\s+changed=0 ", again.stdout), again.stdout[-2000:]
 
 
-def test_gate_shuts_when_a_node_changed_since_the_preflight(request):
+def test_failed_job_fails_with_its_own_error(tmp_path):
+    job = submit("-e", "submit_preflight=recent", "-e", f"submit_log_dir={tmp_path}",
+                 entrypoint="python -c 'import sys; print(\"bad input: epoch -1\"); sys.exit(3)'")
+    assert job.returncode != 0
+    assert "FAILED" in job.stdout and "exit code 3" in job.stdout and "bad input: epoch -1" in job.stdout
+
+
+def test_bad_input_fails_before_anything_runs(tmp_path):
+    no_job = submit(entrypoint="")
+    assert no_job.returncode != 0 and 'submit_entrypoint is ""' in no_job.stdout
+    assert "PLAY [Preflight from the head]" not in no_job.stdout, "the preflight ran for a job that cannot be submitted"
+    cases = ((["-e", "preflight_min_busbw_gbps=-5"], ["preflight_min_busbw_gbps", "(null or >= 0)"]),
+             (["-e", "preflight_min_bytes=1M", "-e", "preflight_max_bytes=1K"], ["the size range is empty"]),
+             (["-e", "preflight_nodes=5"], ["nodes: 5 requested, but 3 alive node(s)"]))
+    for extra, texts in cases:
+        proc = preflight(tmp_path, *extra)
+        assert proc.returncode != 0, extra
+        for text in texts:
+            assert text in proc.stdout, f"{extra}: {text!r} not in\n{proc.stdout[-2500:]}"
+
+
+def test_gate_shuts_when_a_node_changed_since_the_preflight(request, tmp_path):
+    passed = preflight(tmp_path)
+    assert passed.returncode == 0, passed.stdout[-3000:]
     head = head_host(request)
     ips = inventory_ips(request)
     worker = f"{SANDBOX}-worker1"
@@ -102,7 +135,7 @@ def test_gate_shuts_when_a_node_changed_since_the_preflight(request):
               if n["state"] == "ALIVE" and n["node_ip"] == ips[worker]}
     podman("exec", container(worker), "systemctl", "restart", "ray-worker.service")
     wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120, exclude_ids=old_id)
-    job = submit()
+    job = submit("-e", "submit_preflight=recent")
     assert job.returncode != 0 and "Not submitting: the Ray nodes changed since the preflight" in job.stdout, (
         job.stdout[-3000:])
 
@@ -152,5 +185,5 @@ def test_throttled_node_is_named_and_fails_the_gate(request, tmp_path):
     state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
     assert state["ok"] is False and any(victim in p for p in state["problems"])
     # the gate stays shut until a preflight passes again
-    job = submit()
+    job = submit("-e", "submit_preflight=recent")
     assert job.returncode != 0 and f"Not submitting: the last preflight FAILED: slow node(s): {victim}" in job.stdout

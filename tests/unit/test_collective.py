@@ -140,6 +140,8 @@ def test_options_are_checked_and_named():
         c.Options(backend="mpi").validate()
     with pytest.raises(SettingsError, match="pair_ratio"):
         c.Options(pair_ratio=1.5).validate()
+    with pytest.raises(SettingsError, match="the size range is empty"):
+        c.Options(min_bytes=1 << 20, max_bytes=1024).validate()
     with pytest.raises(SettingsError, match="unknown option"):
         c.Options.from_dict({"itters": 3})
     with pytest.raises(SettingsError, match="environment variable names"):
@@ -200,3 +202,20 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
     assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
     assert "<span class='fail'>FAIL</span>" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _node(cpus=2, gpus=0):
+    return {"Alive": True, "Resources": {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}}
+
+
+def test_bundles_per_node_and_too_few_nodes_named():
+    nodes = [_node(), _node(), _node()]
+    assert c.plan_bundles(nodes, c.Options(), "gloo") == ([{"CPU": 1}] * 3, 1, 3)
+    assert c.plan_bundles([_node(16, 8)] * 2, c.Options(), "nccl") == ([{"GPU": 8, "CPU": 8}] * 2, 8, 2)
+    with pytest.raises(c.CollectiveError, match=r"nodes: 5 requested, but 3 alive node\(s\) with >= 1 CPU"):
+        c.plan_bundles(nodes, c.Options(nodes=5), "gloo")
+    with pytest.raises(c.CollectiveError, match="needs 2 or more"):
+        c.plan_bundles([_node()], c.Options(), "gloo")
+    with pytest.raises(c.CollectiveError, match="Ray reports no GPUs"):
+        c.plan_bundles(nodes, c.Options(), "nccl")
+    assert c.plan_bundles([_node(16, 8)], c.Options(intra_node=True), "nccl")[2] == 1
