@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_converge import TOKEN_PATH, VENV, BenchError, remote, run_site
+from bench_converge import TOKEN_PATH, VENV, BenchError, publish, remote, run_site
 
 from sandbox import ROOT, Sandbox
 
@@ -126,9 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         "last_sweep": tables[-1],
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
     rows = [("measure", "value", "note"),
             ("iperf3 worker2 -> worker1 (median)", f"{link:.3f} GB/s", f"n={len(links)}, {args.seconds} s each"),
             ("pair worker1-worker2 busbw (median)", f"{pair:.3f} GB/s", f"gloo, {args.max_bytes} all-reduce"),
@@ -136,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             ("pair busbw / iperf3", f"{result['pair_over_link']:.2f}", "goal >= 0.7"),
             ("all-nodes busbw / iperf3", f"{result['all_nodes_over_link']:.2f}", ""),
             ("preflight.yml wall time (median)", f"{wall:.1f} s", f"n={len(walls)}, goal < 60 s")]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    print()
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    print(f"\nwritten: {out}")
+    publish(result, rows, args.out)
     return 0
 
 

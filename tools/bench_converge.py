@@ -46,6 +46,18 @@ class BenchError(RuntimeError):
     pass
 
 
+def publish(result: dict, rows: list[tuple[str, str, str]], out_path: str) -> None:
+    """Write the JSON result and print the table (first row: the headings)."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print()
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(f"\nwritten: {out}")
+
+
 def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
     proc = subprocess.run([*sb.ssh_command(address), command], capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
@@ -175,9 +187,6 @@ def main(argv: list[str] | None = None) -> int:
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
 
     rows = [("measure", "seconds", "note"),
             ("first site.yml (fresh hosts)", f"{first:.1f}", f"{len(hosts)} hosts, packages + venv + Ray"),
@@ -189,11 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
              f"n={len(floors)}, head + {len(workers)} workers to all alive"),
             ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    print()
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    print(f"\nwritten: {out}")
+    publish(result, rows, args.out)
     return 0
 
 
