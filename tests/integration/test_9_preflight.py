@@ -82,6 +82,7 @@ def test_preflight_passes_and_writes_the_report(request, tmp_path):
     assert (tmp_path / "report.md").read_text().startswith("# Cluster health: PASS")
     assert "PASS" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
+    assert result["ssh"] == dict.fromkeys(inventory_ips(request), "ok")
     # every node's GPUs were read through NVML: none here, said so with the reason, Ray agreeing (0 GPUs)
     assert sorted(result["gpus"]) == sorted(inventory_ips(request))
     for name, found in result["gpus"].items():
@@ -164,6 +165,19 @@ def test_expected_gpus_missing_fail_every_node(tmp_path):
     assert proc.returncode != 0
     for name in ("head", "worker1", "worker2"):
         assert f"{SANDBOX}-{name}: expected 8 GPU(s), but no NVIDIA driver on this host" in proc.stdout
+
+
+def test_broken_ssh_trust_is_named(tmp_path):
+    victim = f"{SANDBOX}-worker1"
+    keys = "/var/lib/rayfleet/.ssh/authorized_keys"
+    podman("exec", container(victim), "mv", keys, keys + ".moved")
+    try:
+        proc = preflight(tmp_path)
+    finally:
+        podman("exec", container(victim), "mv", keys + ".moved", keys)
+    assert proc.returncode != 0
+    assert f"{victim}: SSH from the head as rayfleet failed:" in proc.stdout and "Permission denied" in proc.stdout
+    assert json.loads((tmp_path / "result.json").read_text())["ssh"][victim] == "failed"
 
 
 def test_throttled_node_is_named_and_fails_the_gate(request, tmp_path):

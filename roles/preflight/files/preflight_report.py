@@ -97,6 +97,8 @@ def markdown(data: dict, plot_note: str) -> str:
            f"- checked: {data['time']} from `{data['head']}`",
            f"- Ray {cluster.get('ray_version', '?')}: {cluster.get('alive_nodes', '?')} alive node(s), "
            f"{cluster.get('cpus', 0):g} CPU, {cluster.get('gpus', 0):g} GPU",
+           "- SSH from the head as the cluster user (strict host keys): "
+           + (", ".join(f"{h} {v}" for h, v in sorted(data["ssh"].items())) if data.get("ssh") else "not checked"),
            f"- instance type: `{data.get('instance_type') or 'unknown'}`; floor: "
            + (f"{c['min_busbw_gbps']:g} GB/s ({data.get('floor_source') or 'set in the inventory'})"
               if c.get("min_busbw_gbps") is not None
@@ -138,7 +140,7 @@ def html_report(data: dict, plot_note: str) -> str:
     c = data["collective"]
     ok, problems = _verdict(data)
     md = markdown(data, plot_note)
-    summary = [line[2:] for line in md.splitlines() if line.startswith("- ")][:5]
+    summary = [line[2:] for line in md.splitlines() if line.startswith("- ")][:6]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rayfleet cluster health</title><style>"
         "body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse}"
