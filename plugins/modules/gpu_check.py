@@ -167,7 +167,7 @@ def main():
                              **result)
         result["ray_gpus"] = ray_gpus
     bad, warn = problems(report, expect=p["expect_gpus"], check_pcie=p["check_pcie"],
-                         ray_gpus=ray_gpus if report.available or ray_gpus else None)
+                         ray_gpus=ray_gpus if report.available else None)
     if not report.available and p["required"] and not bad:
         bad.append("GPUs are required here, but " + report.reason)
     if not report.available and ray_gpus:
