@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""AWS paths against a local moto server on loopback: no traffic leaves this machine.
+
+The server is moto's own (``moto_server``, from requirements-dev.txt) on 127.0.0.1 and a free port; boto3,
+botocore and the amazon.aws plugins reach it through AWS_URL / AWS_ENDPOINT_URL with throwaway credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+REGION = "us-east-1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_url(tmp_path_factory):
+    server = shutil.which("moto_server", path=str(BIN)) or shutil.which("moto_server")
+    assert server, "moto_server not found: run 'make venv' (moto[server] is in requirements-dev.txt)"
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)  # loopback only
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"moto_server did not start on {url}: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def aws_env(moto_url, monkeypatch):
+    """Environment for boto3 and Ansible pointed at the moto server, reset between tests."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"))
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",  # moto's throwaway credentials
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_URL": moto_url,  # amazon.aws plugins and modules
+        "AWS_ENDPOINT_URL": moto_url,  # boto3 itself
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{BIN}:{os.environ['PATH']}")
+
+
+@pytest.fixture()
+def ec2(aws_env):
+    import boto3
+
+    return boto3.client("ec2", region_name=REGION)
+
+
+def launch(ec2, *, role: str, instance_type: str = "m5.xlarge", cluster: str = "rayfleet", spot: bool = False,
+           image_id: str | None = None) -> str:
+    """One tagged instance in moto; returns its id."""
+    image_id = image_id or ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    extra = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
+    resp = ec2.run_instances(
+        ImageId=image_id, MinCount=1, MaxCount=1, InstanceType=instance_type,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": "rayfleet:cluster", "Value": cluster}, {"Key": "rayfleet:role", "Value": role}]}],
+        **extra,
+    )
+    return resp["Instances"][0]["InstanceId"]
