@@ -159,6 +159,8 @@ class RayNodeSettings:
     include_dashboard: bool = True
     env: Mapping[str, str] = field(default_factory=dict)
     auth_token_path: str | None = None
+    # Head only: the cluster launcher's config, so the head runs Ray's autoscaler (ray up clusters)
+    autoscaling_config: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RayNodeSettings:
@@ -206,6 +208,12 @@ class RayNodeSettings:
         for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
             if key in env:
                 raise SettingsError(f"env.{key}: set auth_token_path instead (the token never goes into settings)")
+        autoscaling_config = data.get("autoscaling_config") or None
+        if autoscaling_config is not None:
+            if role != "head":
+                raise SettingsError("autoscaling_config: only the head runs the autoscaler")
+            if not str(autoscaling_config).startswith("/"):
+                raise SettingsError(f"autoscaling_config: expected an absolute path, got {autoscaling_config!r}")
         object_store_memory = _number("object_store_memory", data.get("object_store_memory"), integer=True)
         if object_store_memory is not None and object_store_memory < 78643200:
             raise SettingsError(f"object_store_memory: Ray needs at least 78643200 bytes (75 MiB), "
@@ -225,6 +233,7 @@ class RayNodeSettings:
             include_dashboard=bool(data.get("include_dashboard", True)),
             env={str(k): str(v) for k, v in env.items()},
             auth_token_path=str(auth_token_path) if auth_token_path else None,
+            autoscaling_config=str(autoscaling_config) if autoscaling_config else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -232,6 +241,8 @@ class RayNodeSettings:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
         data["env"] = dict(sorted(self.env.items()))
+        if self.autoscaling_config is None:
+            del data["autoscaling_config"]  # files written before the field existed stay unchanged
         return {"version": SETTINGS_VERSION, **data}
 
     def to_json(self) -> str:
@@ -254,6 +265,8 @@ class RayNodeSettings:
         args = [self.ray_bin, "start"]
         if self.role == "head":
             args += ["--head", f"--port={p.gcs}", f"--ray-client-server-port={p.client_server}"]
+            if self.autoscaling_config:
+                args.append(f"--autoscaling-config={self.autoscaling_config}")
             if self.include_dashboard:
                 args += ["--include-dashboard=true", f"--dashboard-host={self.dashboard_host or self.node_ip}",
                          f"--dashboard-port={p.dashboard}"]

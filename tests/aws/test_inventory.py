@@ -21,7 +21,8 @@ def unwrap(obj: dict):
 
 def test_tagged_instances_land_in_the_contract_groups(ec2, aws_env):
     head = launch(ec2, role="head")
-    gpu_workers = [launch(ec2, role="worker", instance_type="p4d.24xlarge") for _ in range(2)]
+    gpu_workers = [launch(ec2, role="worker", instance_type="p4d.24xlarge"),
+                   launch(ec2, role="worker", instance_type="p4d.24xlarge")]
     spot_worker = launch(ec2, role="worker", instance_type="g5.xlarge", spot=True)
     other_cluster = launch(ec2, role="worker", instance_type="p5.48xlarge", cluster="someone-else")
     stopped = launch(ec2, role="worker")

@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""First boot of a node made from a baked rayfleet image: turn the launch file into a running Ray node.
+
+The contract (what a launcher writes; everything else is baked into the image):
+
+  /etc/rayfleet/launch.json   written at launch (cloud-init ``write_files`` in user-data, a ``ray up``
+                              start command, or by hand), root-owned:
+      {"role": "head"}                                         the head
+      {"role": "worker", "head_address": "10.0.0.10:6379"}    a worker (host or host:port)
+      optional: "node_ip" (default: this host's default-route address),
+                "autoscaling_config" (head only: ray up's bootstrap config, to run the autoscaler)
+  /etc/rayfleet/auth-token    the cluster's Ray token, mode 0600, owned by the Ray user, when the image was
+                              baked with token authentication (ray_auth_mode: token). Never in the image.
+
+The image holds ``/etc/rayfleet/launch-defaults.json`` (ports, paths, resources: what the ray role was given
+at bake time) and ``rayfleet-launch.service``, a oneshot that runs ``python -m rayfleet.launch`` at boot when
+the launch file exists. It writes the node's settings file (the same file the ``ray_node`` module writes, so a
+later ``site.yml`` run finds nothing to change), then enables and starts ``ray-<role>.service``.
+
+Examples:
+  python -m rayfleet.launch                 # what the unit runs
+  python -m rayfleet.launch --dry-run       # print the settings it would write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rayfleet.errors import SettingsError
+from rayfleet.raynode import RayNodeSettings
+
+LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
+DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
+LAUNCH_KEYS = {"role", "head_address", "node_ip", "autoscaling_config"}
+BAKE_ONLY_KEYS = {"units", "config_paths", "service_user"}
+
+
+def default_route_ip() -> str:
+    """The source address of this host's default route (a UDP connect sends no packet)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: only the routing decision is made
+        except OSError as exc:
+            raise SettingsError(f"node_ip: no default route to pick this node's address from ({exc}); "
+                                "set node_ip in the launch file") from None
+        return s.getsockname()[0]
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"{path}: {what} missing") from None
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def plan(launch: Mapping[str, Any], defaults: Mapping[str, Any], *, node_ip: str | None = None) -> tuple[
+        RayNodeSettings, str, Path]:
+    """Settings, unit and settings path for this node, from the launch file and the baked defaults."""
+    unknown = sorted(set(launch) - LAUNCH_KEYS)
+    if unknown:
+        raise SettingsError(f"launch file: unknown keys {unknown}; expected some of {sorted(LAUNCH_KEYS)}")
+    role = launch.get("role")
+    units = defaults.get("units") or {}
+    configs = defaults.get("config_paths") or {}
+    if role not in units or role not in configs:
+        raise SettingsError(f"role: expected one of {sorted(units)}, got {role!r}")
+    data = {k: v for k, v in defaults.items() if k not in BAKE_ONLY_KEYS}
+    data.update(launch)
+    if not data.get("node_ip"):
+        data["node_ip"] = node_ip or default_route_ip()
+    settings = RayNodeSettings.from_mapping(data)
+    return settings, str(units[role]), Path(configs[role])
+
+
+def secure_token(path: str, user: str | None) -> None:
+    """The launcher may write the token as root: make it the Ray user's, mode 0600, before Ray reads it."""
+    if not os.path.isfile(path):
+        raise SettingsError(f"auth_token_path: {path} is missing; the image was baked with token authentication, "
+                            "so the launcher must write the cluster's token there before this runs")
+    os.chmod(path, 0o600)
+    if user:
+        pw = pwd.getpwnam(user)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def write_if_changed(path: Path, content: str) -> bool:
+    """Atomic write (0644, root): the unit reads this file at every start."""
+    try:
+        if path.read_text() == content:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(content)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.launch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--launch-file", type=Path, default=LAUNCH_FILE)
+    parser.add_argument("--defaults-file", type=Path, default=DEFAULTS_FILE)
+    parser.add_argument("--dry-run", action="store_true", help="print the settings; write and start nothing")
+    args = parser.parse_args(argv)
+    try:
+        launch = _read_json(args.launch_file, "launch file (written at launch: see python -m rayfleet.launch -h)")
+        defaults = _read_json(args.defaults_file, "baked launch defaults (bake the image with the ray role)")
+        settings, unit, config = plan(launch, defaults)
+        if settings.auth_token_path and not args.dry_run:
+            secure_token(settings.auth_token_path, defaults.get("service_user"))
+    except (SettingsError, KeyError) as exc:
+        print(f"rayfleet.launch: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        sys.stdout.write(settings.to_json())
+        return 0
+    changed = write_if_changed(config, settings.to_json())
+    print(f"rayfleet.launch: {settings.role} at {settings.node_ip}; {config} "
+          f"{'written' if changed else 'unchanged'}; starting {unit}", flush=True)
+    for verb in (["enable", unit], ["restart" if changed else "start", "--no-block", unit]):
+        proc = subprocess.run(["systemctl", *verb], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            print(f"rayfleet.launch: systemctl {' '.join(verb)} failed: {proc.stderr.strip()}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""rayfleet.launch: a baked image's launch file + baked defaults -> the same settings the ray_node module writes."""
+
+import json
+import re
+
+import pytest
+from rayfleet.errors import SettingsError
+from rayfleet.launch import main, plan
+from rayfleet.raynode import RayNodeSettings
+
+DEFAULTS = {
+    "ray_bin": "/opt/rayfleet/venv/bin/ray", "ports": {"gcs": "6379", "dashboard": 8265}, "num_cpus": None,
+    "num_gpus": None, "resources": {}, "object_store_memory": None, "temp_dir": "/tmp/ray", "dashboard_host": None,
+    "env": {}, "auth_token_path": None, "service_user": "rayfleet",
+    "units": {"head": "ray-head.service", "worker": "ray-worker.service"},
+    "config_paths": {"head": "/etc/rayfleet/ray-head.json", "worker": "/etc/rayfleet/ray-worker.json"},
+}
+
+
+def test_worker_settings_equal_what_the_module_would_write():
+    settings, unit, path = plan({"role": "worker", "head_address": "10.0.0.10"}, DEFAULTS, node_ip="10.0.0.11")
+    assert unit == "ray-worker.service" and str(path) == "/etc/rayfleet/ray-worker.json"
+    module_side = RayNodeSettings.from_mapping(dict(
+        role="worker", node_ip="10.0.0.11", ray_bin="/opt/rayfleet/venv/bin/ray", head_address="10.0.0.10:6379",
+        ports={"gcs": 6379, "dashboard": 8265}, resources={}, temp_dir="/tmp/ray", env={}))
+    assert settings.to_json() == module_side.to_json()
+    assert "autoscaling_config" not in settings.to_dict()
+
+
+def test_head_with_autoscaler_config():
+    settings, unit, _path = plan({"role": "head", "autoscaling_config": "/etc/rayfleet/autoscaler/c.yaml"}, DEFAULTS,
+                                   node_ip="10.0.0.10")
+    assert unit == "ray-head.service"
+    assert "--autoscaling-config=/etc/rayfleet/autoscaler/c.yaml" in settings.start_args()
+
+
+@pytest.mark.parametrize(("launch", "message"), [
+    ({"role": "manager"}, "role: expected one of ['head', 'worker']"),
+    ({"role": "worker"}, "head_address: a worker needs"),
+    ({"role": "head", "headaddress": "x"}, "unknown keys ['headaddress']"),
+    ({"role": "worker", "head_address": "h:1", "autoscaling_config": "/x"}, "only the head runs the autoscaler"),
+])
+def test_bad_launch_files_are_named(launch, message):
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        plan(launch, DEFAULTS, node_ip="10.0.0.11")
+
+
+def test_cli_dry_run_and_missing_token(tmp_path, capsys):
+    launch, defaults = tmp_path / "launch.json", tmp_path / "defaults.json"
+    launch.write_text(json.dumps({"role": "head", "node_ip": "10.0.0.10"}))
+    defaults.write_text(json.dumps(DEFAULTS))
+    assert main(["--launch-file", str(launch), "--defaults-file", str(defaults), "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["role"] == "head"
+    defaults.write_text(json.dumps({**DEFAULTS, "auth_token_path": str(tmp_path / "auth-token")}))
+    assert main(["--launch-file", str(launch), "--defaults-file", str(defaults)]) == 2
+    assert "auth-token is missing" in capsys.readouterr().err
+    assert main(["--launch-file", str(tmp_path / "none.json"), "--defaults-file", str(defaults)]) == 2
+    assert "launch file" in capsys.readouterr().err
