@@ -30,7 +30,7 @@ def test_worker_settings_equal_what_the_module_would_write():
 
 def test_head_with_autoscaler_config():
     settings, unit, _path = plan({"role": "head", "autoscaling_config": "/etc/rayfleet/autoscaler/c.yaml"}, DEFAULTS,
-                                  node_ip="10.0.0.10")
+                                 node_ip="10.0.0.10")
     assert unit == "ray-head.service"
     assert "--autoscaling-config=/etc/rayfleet/autoscaler/c.yaml" in settings.start_args()
 
