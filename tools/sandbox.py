@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import secrets
 import os
 import shutil
 import subprocess
@@ -161,8 +162,13 @@ class Sandbox:
         nets = json.loads(proc.stdout)[0]["NetworkSettings"]["Networks"]
         return nets[self.network]["IPAddress"]
 
-    def up(self, workers: int) -> list[dict]:
-        build_image()
+    def up(self, workers: int, image: str = IMAGE, launch: bool = False) -> list[dict]:
+        """Start the head and N workers. ``launch``: hosts of a baked rayfleet image get their launch file and
+        the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot."""
+        if image == IMAGE:
+            build_image()
+        elif not image_exists(image):
+            raise SandboxError(f"--image {image}: no such local image (podman images)")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o700)
         if not self.key.exists():
@@ -175,9 +181,11 @@ class Sandbox:
         subnet = self.subnet()
         if len(wanted) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
             raise SandboxError(f"--workers {workers}: too many hosts for the sandbox network {subnet}")
+        head_ip = str(subnet.network_address + FIRST_HOST_OFFSET)
         for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
-                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index))
+                files = self.launch_files(group, head_ip) if launch else {}
+                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files)
         for host, _group in wanted:
             if self.container(host) not in existing:
                 self._prepare(self.container(host))
@@ -195,20 +203,40 @@ class Sandbox:
                 return subnet
         raise SandboxError(f"network {self.network} has no IPv4 subnet; remove it with 'podman network rm'")
 
-    def _run_container(self, host: str, group: str, address: str) -> None:
-        """One host with a fixed address: like a real machine, it keeps its IP across restarts."""
+    def launch_files(self, group: str, head_ip: str) -> dict[str, str]:
+        """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h)."""
+        token = self.dir / "ray_auth_token"  # where the sandbox inventory's ray_auth_token_path points
+        if not token.exists():
+            token.write_text(secrets.token_hex(32) + "\n")
+            token.chmod(0o600)
+        launch = {"role": "head"} if group == "ray_head" else {"role": "worker", "head_address": f"{head_ip}:6379"}
+        return {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n", "/etc/rayfleet/auth-token": token.read_text()}
+
+    def _run_container(self, host: str, group: str, address: str, image: str = IMAGE,
+                       files: dict[str, str] | None = None) -> None:
+        """One host with a fixed address: like a real machine, it keeps its IP across restarts.
+
+        ``files`` (path -> content) are written into the container before it boots."""
         cname = self.container(host)
         podman("rm", "--force", "--ignore", cname)
         podman(
-            "run", "--detach", "--name", cname, "--hostname", cname,
+            "create" if files else "run", *([] if files else ["--detach"]), "--name", cname, "--hostname", cname,
             "--label", f"{LABEL}={self.name}", "--label", f"{GROUP_LABEL}={group}",
             "--network", self.network, "--ip", address, "--systemd=always", "--shm-size=1g",
             # Its own firewall (nftables) in its own network namespace, as a real host has.
             "--cap-add=NET_ADMIN",
             *(["--volume", f"{WHEELHOUSE}:{WHEELHOUSE_MOUNT}:ro"] if WHEELHOUSE.is_dir() else []),
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
-            IMAGE, "/sbin/init",
+            image, "/sbin/init",
         )
+        if files:
+            with tempfile.TemporaryDirectory(prefix="rayfleet-launch-") as tmp:
+                for path, content in files.items():
+                    local = Path(tmp) / Path(path).name
+                    local.write_text(content)
+                    local.chmod(0o600)
+                    podman("cp", str(local), f"{cname}:{path}")
+            podman("start", cname)
 
     def _prepare(self, cname: str) -> None:
         deadline = time.monotonic() + 60
@@ -289,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--name", default=os.environ.get("RAYFLEET_SANDBOX", "demo"))
         if cmd == "up":
             p.add_argument("--workers", type=int, default=2)
+            p.add_argument("--image", default=IMAGE, help="host image (default: the bare Debian 12 image)")
+            p.add_argument("--launch", action="store_true",
+                           help="baked rayfleet image: write each host's launch file and token before it boots")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "image":
@@ -298,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "up":
             if args.workers < 0:
                 raise SandboxError(f"--workers must be >= 0, got {args.workers}")
-            print(json.dumps(sb.up(args.workers), indent=2))
+            print(json.dumps(sb.up(args.workers, image=args.image, launch=args.launch), indent=2))
         elif args.cmd == "down":
             sb.down()
         elif args.cmd == "hosts":
