@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import secrets
 import os
+import secrets
 import shutil
 import subprocess
 import sys
