@@ -1,6 +1,6 @@
 # rayfleet — a newcomer on a fresh Debian 12 machine needs two commands:
 #   make demo    a local 3-node Ray cluster (podman hosts), built by site.yml
-#   make test    everything CI checks (lint, sanity, unit, aws, molecule)
+#   make test    everything CI checks (lint, sanity, unit, aws, molecule, bake)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -16,13 +16,13 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit aws molecule bench-converge bench-collective clean
+.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit aws molecule bake bench-converge bench-bake bench-collective clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
-	@echo "make unit | aws | lint | sanity | molecule | bench-converge | bench-collective"
+	@echo "make unit | aws | lint | sanity | molecule | bake | bench-converge | bench-collective"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -62,7 +62,7 @@ doctor: venv  ## SSH preflight of every inventory host: reachable, auth, sudo, p
 	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.doctor -i $(INVENTORY)
 
 test: deps venv
-	tools/stages.py lint sanity unit aws molecule
+	tools/stages.py lint sanity unit aws molecule bake
 
 lint: venv
 	ruff check .
@@ -80,8 +80,14 @@ aws: venv  ## AWS inventory and AMI paths against moto's server on loopback (no 
 molecule: deps venv image wheels
 	molecule test
 
+bake: deps venv image wheels  ## playbooks/bake.yml end to end: bare builder -> image -> 3 hosts from it -> site.yml
+	pytest -q -p no:cacheprovider --durations=0 tests/bake
+
 bench-converge: deps venv image wheels
 	tools/bench_converge.py --workers $(WORKERS)
+
+bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to alive, boot to site.yml verified
+	tools/bench_bake.py --workers $(WORKERS)
 
 bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight wall time
 	tools/bench_collective.py --workers $(WORKERS)

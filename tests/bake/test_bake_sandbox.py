@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""playbooks/bake.yml end to end in the sandbox (podman backend), on real hosts:
+
+a bare builder host -> bake (same roles as site.yml, image_cleanup and its hygiene checks, podman commit) ->
+three hosts booted from the image start Ray by themselves from their launch file -> site.yml on them installs no
+package and leaves Ray untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from bakeflow import alive_nodes, bake, changed_tasks, exec_on, playbook, remove_image, wait_alive
+
+from sandbox import ROOT, Sandbox, build_image, podman
+
+IMAGE_NAME, TAG = "rayfleet-node-test", "ci"
+IMAGE = f"localhost/{IMAGE_NAME}:{TAG}"
+HYGIENE = ROOT / "roles/image_cleanup/files/image_hygiene.py"
+# site.yml's package installs: none may change a host booted from the image
+PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables")
+
+
+@pytest.fixture(scope="module")
+def builder():
+    sb = Sandbox("bake-builder")
+    sb.down()
+    remove_image(IMAGE)
+    build_image()
+    sb.up(0)
+    yield sb
+    sb.down()
+
+
+@pytest.fixture(scope="module")
+def baked(builder):
+    proc = bake(builder, IMAGE_NAME, TAG)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    yield proc
+    remove_image(IMAGE)
+
+
+@pytest.fixture(scope="module")
+def cluster(baked):
+    sb = Sandbox("bake-cluster")
+    sb.down()
+    hosts = sb.up(2, image=IMAGE, launch=True)
+    yield sb, hosts[0]["address"], [h["address"] for h in hosts]
+    sb.down()
+
+
+def test_bad_input_stops_before_the_builder_changes(builder):
+    proc = bake(builder, IMAGE_NAME, "bad", "-e", "bake_podman_container=rayfleet-no-such-container")
+    assert proc.returncode != 0
+    assert "bake_podman_container on bake-builder-head is" in proc.stdout, proc.stdout[-3000:]
+    assert "rayfleet-no-such-container" in proc.stdout and "not a container on this controller" in proc.stdout
+    assert exec_on(builder, "head", "test -e /opt/rayfleet && echo changed || echo untouched").strip() == "untouched"
+    assert podman("image", "exists", f"localhost/{IMAGE_NAME}:bad", check=False).returncode != 0
+
+
+def test_bake_checks_hygiene_and_labels_the_image(baked):
+    assert "image hygiene on bake-builder-head: 10 checks passed" in baked.stdout
+    labels = json.loads(podman("image", "inspect", IMAGE, "--format", "{{json .Labels}}").stdout)
+    assert labels["io.rayfleet.ray"] == "2.60.0"
+    assert labels["io.rayfleet.torch"].startswith("2.13.0")
+    assert labels["io.rayfleet.image-version"] == TAG
+    manifest = json.loads((ROOT / f"artifacts/bake/{IMAGE_NAME}-{TAG}/manifest.json").read_text())
+    assert manifest["image"] == IMAGE and manifest["backend"] == "podman"
+    assert podman("inspect", "rayfleet-bake-builder-head", "--format", "{{.State.Status}}").stdout.strip() == "exited"
+
+
+def test_published_image_passes_the_hygiene_checks(baked):
+    """The committed image itself, read from a throwaway container of it (no boot): what every node starts from."""
+    proc = subprocess.run(["podman", "run", "--rm", "-i", "--network", "none", "--entrypoint", "python3", IMAGE, "-",
+                           "--root", "/", "--hold", "nvidia-*", "--hold", "cuda-*", "--hold", "libnccl*"],
+                          input=HYGIENE.read_text(), capture_output=True, text=True, check=False)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"], [c for c in report["checks"] if not c["ok"]]
+
+
+def test_hosts_from_the_image_start_ray_by_themselves(cluster):
+    sb, head_ip, addresses = cluster
+    nodes = wait_alive(sb, head_ip, 3, timeout=120)
+    assert set(nodes) == set(addresses)
+    hosts = ["head", "worker1", "worker2"]
+    # Every node made its own identity at first boot: nothing shared from the image.
+    machine_ids = {exec_on(sb, h, "cat /etc/machine-id").strip() for h in hosts}
+    host_keys = {exec_on(sb, h, "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[1] for h in hosts}
+    assert len(machine_ids) == 3 and "" not in machine_ids
+    assert len(host_keys) == 3
+    assert exec_on(sb, "worker1", "stat -c '%U %a' /etc/rayfleet/auth-token").strip() == "rayfleet 600"
+
+
+def test_site_yml_on_the_image_installs_nothing_and_keeps_ray(cluster):
+    sb, head_ip, _addresses = cluster
+    before = wait_alive(sb, head_ip, 3, timeout=120)
+    proc = playbook(sb, "site.yml")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    changed = changed_tasks(proc.stdout)
+    assert [t for t in changed if any(p in t for p in PACKAGE_TASKS)] == [], changed
+    assert [t for t in changed if "Ensure Ray runs with these settings" in t] == [], changed
+    assert alive_nodes(sb, head_ip) == before, "Ray was restarted: the baked settings differ from site.yml's"

@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark: hosts booted from a baked image vs bare hosts converged by site.yml (1 head + N workers each).
+
+  bare      wall time of the full site.yml on fresh hosts of the bare Debian image
+  bake      wall time of playbooks/bake.yml on one bare builder (podman backend, commit included)
+  alive     from `podman create` of the hosts of the baked image (launch file written before boot) until Ray's
+            state API on the head lists every node ALIVE: no Ansible involved (median of --boots fresh clusters)
+  verified  from the same start until site.yml on those hosts has finished (every node checked alive, the cluster
+            check passed): what an operator waits for (median of --boots)
+
+Prints a table and writes artifacts/bench-bake.json. Not a test: figures vary with the machine.
+
+Example: tools/bench_bake.py --workers 2 --boots 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bakeflow import bake, changed_tasks, playbook, remove_image, wait_alive
+from bench_converge import BenchError, publish, run_site
+
+from sandbox import ROOT, Sandbox, build_image
+
+IMAGE_NAME, TAG = "rayfleet-node-bench", "bench"
+
+
+def boot(name: str, workers: int, image: str) -> tuple[float, float, float, dict[str, list[str]]]:
+    """One fresh cluster from the image: seconds to Ray alive, to site.yml done, site.yml alone; what it changed."""
+    sb = Sandbox(name)
+    sb.down()
+    try:
+        start = time.monotonic()
+        hosts = sb.up(workers, image=image, launch=True)
+        wait_alive(sb, hosts[0]["address"], len(hosts), timeout=180)
+        alive = time.monotonic() - start
+        site_start = time.monotonic()
+        proc = playbook(sb, "site.yml")
+        done = time.monotonic()
+        if proc.returncode != 0:
+            raise BenchError(f"site.yml on the baked hosts failed:\n{proc.stdout[-4000:]}")
+        return alive, done - start, done - site_start, changed_tasks(proc.stdout)
+    finally:
+        sb.down()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--boots", type=int, default=3, help="fresh clusters booted from the image")
+    parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-bake.json"))
+    args = parser.parse_args(argv)
+    image = f"localhost/{IMAGE_NAME}:{TAG}"
+    build_image()
+
+    bare_sb = Sandbox("bench-bare")
+    bare_sb.down()
+    try:
+        bare_sb.up(args.workers)
+        print(f"bare: site.yml on {args.workers + 1} fresh hosts ...", flush=True)
+        bare, _changed, _roles, _out = run_site(bare_sb)
+    finally:
+        bare_sb.down()
+
+    builder = Sandbox("bench-builder")
+    builder.down()
+    remove_image(image)
+    try:
+        builder.up(0)
+        print("bake: playbooks/bake.yml on one bare builder ...", flush=True)
+        start = time.monotonic()
+        proc = bake(builder, IMAGE_NAME, TAG)
+        baked = time.monotonic() - start
+        if proc.returncode != 0:
+            raise BenchError(f"bake failed:\n{proc.stdout[-4000:]}")
+    finally:
+        builder.down()
+
+    runs = []
+    try:
+        for i in range(args.boots):
+            print(f"boot {i + 1}/{args.boots}: {args.workers + 1} hosts from {image} ...", flush=True)
+            runs.append(boot("bench-baked", args.workers, image))
+    finally:
+        remove_image(image)
+
+    alive = statistics.median(r[0] for r in runs)
+    verified = statistics.median(r[1] for r in runs)
+    site_only = statistics.median(r[2] for r in runs)
+    packages = sorted({t for r in runs for t in r[3] if "Install" in t})
+    result = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "hosts": args.workers + 1,
+        "bare_site_s": round(bare, 1),
+        "bake_s": round(baked, 1),
+        "boot_to_alive_s": [round(r[0], 1) for r in runs],
+        "boot_to_verified_s": [round(r[1], 1) for r in runs],
+        "site_on_baked_s": [round(r[2], 1) for r in runs],
+        "median_boot_to_alive_s": round(alive, 1),
+        "median_boot_to_verified_s": round(verified, 1),
+        "verified_over_bare": round(verified / bare, 3),
+        "goal_verified_s": 19.0,
+        "goal_ratio": 0.2,
+        "changed_install_tasks_on_baked": packages,
+    }
+    rows = [
+        ("measure", "seconds", "note"),
+        ("bare site.yml", f"{bare:.1f}", f"{args.workers + 1} fresh bare hosts"),
+        ("bake.yml", f"{baked:.1f}", "one builder, commit included"),
+        ("boot -> Ray alive", f"{alive:.1f}", "median of " + " / ".join(f"{r[0]:.1f}" for r in runs)),
+        ("boot -> site.yml verified", f"{verified:.1f}", "median of " + " / ".join(f"{r[1]:.1f}" for r in runs)),
+        ("  of which site.yml", f"{site_only:.1f}", "median of " + " / ".join(f"{r[2]:.1f}" for r in runs)),
+        ("verified / bare", f"{verified / bare:.3f}", "goal <= 0.2"),
+        ("install tasks changed", str(len(packages)), ", ".join(packages) or "none"),
+    ]
+    publish(result, rows, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
