@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The Ray ports answer the cluster's hosts (and the controller, the sandbox's submit host) and reset
-everyone else: probed for real, from a container on the same network that is not in the cluster."""
+"""The Ray ports (and node exporter) answer the cluster's hosts (and the controller, the sandbox's submit host)
+and reset everyone else: probed for real, from a container on the same network that is not in the cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from conftest import RAY_DEFAULTS, head_host, inventory_ips, node_ip, stranger
 
 HEAD_PORTS = ["gcs", "dashboard", "client_server", "object_manager", "node_manager", "metrics_export"]
 WORKER_PORTS = ["object_manager", "node_manager", "metrics_export"]
+NODE_EXPORTER_PORT = 9100  # the monitoring role's, restricted like Ray's
+HEAD_METRICS_PORTS = [44217, 44227]  # Ray's autoscaler and dashboard metrics on the head
 
 
 def _probe(ip: str, port: int) -> str:
@@ -20,6 +22,9 @@ def _targets(request) -> list[tuple[str, int]]:
     for name, ip in sorted(ips.items()):
         for port_name in HEAD_PORTS if name.endswith("head") else WORKER_PORTS:
             out.append((ip, RAY_DEFAULTS[f"ray_{port_name}_port"]))
+        out.append((ip, NODE_EXPORTER_PORT))
+        if name.endswith("head"):
+            out += [(ip, port) for port in HEAD_METRICS_PORTS]
     return out
 
 
@@ -42,5 +47,5 @@ def test_ray_ports_open_between_cluster_hosts(request):
     head = head_host(request)
     script = "; ".join(_probe(ip, port) for ip, port in _targets(request) if ip != node_ip(head))
     out = head.run(f"bash -c \"{script}\"").stdout
-    assert ":closed" not in out and out.count(":open") == len(WORKER_PORTS) * (len(inventory_ips(request)) - 1), (
+    assert ":closed" not in out and out.count(":open") == (len(WORKER_PORTS) + 1) * (len(inventory_ips(request)) - 1), (
         worker, out)
