@@ -21,6 +21,9 @@ from sandbox import ROOT, Sandbox, SandboxError, podman
 VENV = "/opt/rayfleet/venv"
 TOKEN_PATH = "/etc/rayfleet/auth-token"
 DASHBOARD_PORT = 8265
+# site.yml's package installs: none may change on a host booted from a baked image
+PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables",
+                 "Install node exporter", "Install Prometheus")
 TASK = re.compile(r"^TASK \[(.+?)\] \*+$")
 CHANGED = re.compile(r"^changed: \[([^\]]+)\]")
 
@@ -53,6 +56,11 @@ def changed_tasks(output: str) -> dict[str, list[str]]:
         elif m := CHANGED.match(line):
             changed.setdefault(task, []).append(m.group(1))
     return changed
+
+
+def package_changes(changed: dict[str, list[str]]) -> list[str]:
+    """The package-install tasks among changed_tasks()."""
+    return sorted(t for t in changed if any(p in t for p in PACKAGE_TASKS))
 
 
 def exec_on(sandbox: Sandbox, host: str, command: str, check: bool = True) -> str:
