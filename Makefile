@@ -16,12 +16,13 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor test lint sanity unit aws molecule bake bench-converge bench-bake bench-collective clean
+.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws molecule bake bench-converge bench-bake bench-collective clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
+	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
 	@echo "make unit | aws | lint | sanity | molecule | bake | bench-converge | bench-collective"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
@@ -60,6 +61,9 @@ demo-down:
 INVENTORY ?= inventories/sandbox
 doctor: venv  ## SSH preflight of every inventory host: reachable, auth, sudo, python, OS
 	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.doctor -i $(INVENTORY)
+
+logs: venv  ## every node's Ray logs and the rayfleet units' journal -> artifacts/logs/<time>/
+	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/logs.yml -i $(INVENTORY)
 
 test: deps venv
 	tools/stages.py lint sanity unit aws molecule bake

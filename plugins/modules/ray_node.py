@@ -167,6 +167,10 @@ action:
   type: str
   sample: restarted
   choices: [none, started, restarted, stopped]
+restart_reason:
+  description: Why a worker with unchanged settings was restarted (its unit ran, but Ray did not list it alive).
+  returned: when such a restart happened
+  type: str
 settings_changed:
   description: Whether the effective settings (the settings file) changed.
   returned: always
@@ -318,6 +322,9 @@ class NoSystemdService:
             self.module.run_command(self.settings.start_args(block=False), environ_update=env, check_rc=True)
 
 
+REGISTRATION_GRACE_S = 15
+
+
 def wait_registered(module, settings, not_node_id, timeout):
     """Poll Ray's state API until this node is alive with the expected resources."""
     fetch = state_api_fetcher(settings.dashboard_url, timeout=10)
@@ -345,6 +352,24 @@ def wait_registered(module, settings, not_node_id, timeout):
                     "See 'journalctl -u %s' and %s/session_latest/logs on this host."
                     % (settings.role, settings.node_ip, timeout, settings.dashboard_url, problem,
                        module.params["service"] or "ray-" + settings.role, settings.temp_dir))
+        time.sleep(1)
+
+
+def registered_within(settings, seconds):
+    """Whether Ray lists this node alive within `seconds`: True as soon as it does; False when Ray's state API
+    answered (last poll) and never listed it; None when the API did not answer (the head may be down, and
+    restarting this node would not help)."""
+    fetch = state_api_fetcher(settings.dashboard_url, timeout=5)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if settings.node_ip in get_state(fetch).alive_by_ip():
+                return True
+            answered = True
+        except Exception:
+            answered = False
+        if time.monotonic() >= deadline:
+            return False if answered else None
         time.sleep(1)
 
 
@@ -424,6 +449,13 @@ def main():
         action = "restarted"
     else:
         action = "none"
+    # A worker whose unit runs but whose raylet is gone (it exited after a drain, say) is not listed alive by Ray:
+    # restart it, but only on Ray's word (the state API answered for the whole grace period without it).
+    if (action == "none" and p["wait"] and role == "worker"
+            and registered_within(settings, REGISTRATION_GRACE_S) is False):
+        action = "restarted"
+        result["restart_reason"] = ("the unit was active but Ray did not list this node alive for %d s"
+                                    % REGISTRATION_GRACE_S)
     result["action"] = action
     result["changed"] = bool(changes) or action != "none"
 

@@ -139,3 +139,55 @@ def test_stopped_stops_an_active_node(node_env):
     assert FakeSystemd.actions[-1] == ("stop", "ray-head.service")
     out = run(ray_node, {"role": "head", "state": "stopped", "config_path": args["config_path"]})
     assert not out.result["changed"]
+
+
+def _worker(tmp_path, monkeypatch, listed):
+    """A worker whose unit is active; Ray's state API lists it alive only when listed() is true."""
+    def fetcher(address, timeout=10):
+        def fetch():
+            nodes = [{"node_id": "head", "node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True,
+                      "resources_total": {}}]
+            if listed():
+                nodes.append({"node_id": f"w-{FakeCluster.generation}", "node_ip": "10.0.0.11", "state": "ALIVE",
+                              "resources_total": {}})
+            return nodes
+        return fetch
+    monkeypatch.setattr(ray_node, "state_api_fetcher", fetcher)
+    clock = iter(range(0, 10_000))
+    monkeypatch.setattr(ray_node.time, "monotonic", lambda: next(clock))
+    ray_bin = tmp_path / "ray"
+    return {"role": "worker", "node_ip": "10.0.0.11", "head_address": "10.0.0.10:6379", "ray_bin": str(ray_bin),
+            "config_path": str(tmp_path / "ray-worker.json"), "wait_timeout": 60}
+
+
+def test_worker_with_a_dead_raylet_is_restarted(node_env, tmp_path, monkeypatch):
+    alive = {"raylet": True}
+    args = _worker(tmp_path, monkeypatch, lambda: alive["raylet"])
+    assert not run(ray_node, args).failed
+    alive["raylet"] = False  # the raylet exited (a drain), the unit still runs
+    FakeSystemd.actions.clear()
+    orig = FakeSystemd.action
+
+    def restart(self, verb, unit):
+        orig(self, verb, unit)
+        alive["raylet"] = True
+    monkeypatch.setattr(FakeSystemd, "action", restart)
+    out = run(ray_node, args)
+    assert not out.failed, out.result
+    assert out.result["action"] == "restarted" and "did not list this node alive" in out.result["restart_reason"]
+    assert FakeSystemd.actions == [("restart", "ray-worker.service")]
+
+
+def test_worker_is_not_restarted_when_the_head_does_not_answer(node_env, tmp_path, monkeypatch):
+    args = _worker(tmp_path, monkeypatch, lambda: True)
+    assert not run(ray_node, args).failed
+    FakeSystemd.actions.clear()
+
+    def down(address, timeout=10):
+        def fetch():
+            raise ConnectionError("connection refused")
+        return fetch
+    monkeypatch.setattr(ray_node, "state_api_fetcher", down)
+    out = run(ray_node, args)
+    assert out.failed and "did not register alive" in out.result["msg"]
+    assert FakeSystemd.actions == [], "no restart without Ray's word that the node is gone"
