@@ -225,6 +225,10 @@ class Sandbox:
             "--network", self.network, "--ip", address, "--systemd=always", "--shm-size=1g",
             # Its own firewall (nftables) in its own network namespace, as a real host has.
             "--cap-add=NET_ADMIN",
+            # The head is the sandbox's NFS server (NFS-Ganesha): its VFS back end opens files by handle, which
+            # needs CAP_DAC_READ_SEARCH and a file system with file handles (a volume, not the overlay root).
+            *(["--cap-add=DAC_READ_SEARCH", "--volume", f"{self.volume(host)}:/srv/rayfleet"]
+              if group == "ray_head" else []),
             *(["--volume", f"{WHEELHOUSE}:{WHEELHOUSE_MOUNT}:ro"] if WHEELHOUSE.is_dir() else []),
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
             image, "/sbin/init",
@@ -276,11 +280,22 @@ class Sandbox:
         """Re-read addresses after a container restart (podman keeps them, but be sure)."""
         self._write_known_hosts()
 
+    def volume(self, host: str) -> str:
+        """A host's data volume (created on first use, labelled so that down removes it)."""
+        name = f"{self.container(host)}-srv"
+        if podman("volume", "exists", name, check=False).returncode != 0:
+            podman("volume", "create", "--label", f"{LABEL}={self.name}", name)
+        return name
+
     def down(self) -> None:
         proc = podman("ps", "--all", "--filter", f"label={LABEL}={self.name}", "--format", "{{.Names}}")
         names = proc.stdout.split()
         if names:
             podman("rm", "--force", "--time", "5", *names)
+        volumes = podman("volume", "ls", "--filter", f"label={LABEL}={self.name}", "--format",
+                         "{{.Name}}").stdout.split()
+        if volumes:
+            podman("volume", "rm", "--force", *volumes)
         podman("network", "rm", "--force", self.network, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.forget_facts()
@@ -293,10 +308,12 @@ class Sandbox:
     def inventory(self) -> dict:
         """Ansible dynamic-inventory JSON for this sandbox's running hosts."""
         inv: dict = {"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}, "ray_worker": {"hosts": []},
-                     "sandbox": {"children": ["ray_head", "ray_worker"]}}
+                     "sandbox": {"children": ["ray_head", "ray_worker"]}, "nfs_server": {"hosts": []}}
         ssh_args = f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
         for h in self.hosts():
             inv[h["group"]]["hosts"].append(h["host"])
+            if h["group"] == "ray_head":  # the head also serves the sandbox's shared storage
+                inv["nfs_server"]["hosts"].append(h["host"])
             inv["_meta"]["hostvars"][h["host"]] = {
                 "ansible_host": h["address"],
                 "ansible_user": LOGIN_USER,

@@ -23,9 +23,6 @@ from sandbox import ROOT, Sandbox, build_image, podman
 IMAGE_NAME, TAG = "rayfleet-node-test", "ci"
 IMAGE = f"localhost/{IMAGE_NAME}:{TAG}"
 HYGIENE = ROOT / "roles/image_cleanup/files/image_hygiene.py"
-# site.yml's package installs: none may change a host booted from the image
-PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables",
-                 "Install node exporter", "Install Prometheus")
 
 
 @pytest.fixture(scope="module")

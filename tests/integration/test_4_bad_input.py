@@ -26,8 +26,16 @@ def _settings_mtimes(host) -> str:
          ["ray_head_address on {sandbox}-worker1", "no-such-head.invalid", "does not resolve"]),
         (["-e", '{"ray_dashboard_port": 6379}'], ["Ray ports on {sandbox}-head", "all different"]),
         (["-e", "pytorch_version=latest"], ["pytorch on {sandbox}-head", "pytorch_version is \"latest\""]),
+        (["-e", '{"shared_storage_mounts": [{"path": "mnt/data", "server": "10.0.0.1", "export": "/x"}]}'],
+         ["shared_storage on {sandbox}-head", "shared_storage_mounts", "absolute", '["mnt/data"]']),
+        # A TEST-NET-1 address (RFC 5737): routed nowhere, so nothing answers on the NFS port.
+        (["-e", '{"shared_storage_mounts": [{"path": "/mnt/data", "server": "192.0.2.1", "export": "/x"}]}'],
+         ["shared_storage on {sandbox}-worker1", "/mnt/data (server \"192.0.2.1\": no answer on port 2049"]),
+        (["-e", "nfs_server_implementation=zfs"],
+         ["fatal: [{sandbox}-head]", "nfs_server_implementation must be one of: kernel, ganesha, got: zfs"]),
     ],
-    ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned"],
+    ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
+         "unreachable-nfs-server", "nfs-implementation"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)
