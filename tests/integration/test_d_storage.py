@@ -9,6 +9,7 @@ nfs-ls) instead of a kernel mount: every byte still goes worker -> network -> se
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -124,6 +125,25 @@ def test_fstab_entries_never_block_boot(request):
         opts = line.split(",")
         assert {"_netdev", "nofail", "hard", "nfsvers=4.1"} <= set(opts), (name, line)
         assert any(o.startswith("x-systemd.mount-timeout=") for o in opts), (name, line)
+
+
+def test_a_mount_taken_out_of_the_list_is_removed(request):
+    names = sorted(inventory_ips(request))
+    both = [{"path": MOUNT, "server_host": f"{SANDBOX}-head", "export": EXPORT},
+            {"path": "/mnt/extra", "server_host": f"{SANDBOX}-head", "export": EXPORT}]
+    proc = _storage_playbook("--tags", "shared_storage", "-e", json.dumps({"shared_storage_mounts": both}))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for name in names:
+        node = _host(request, name)
+        assert node.run("findmnt --fstab /mnt/extra").rc == 0, f"{name}: /mnt/extra not in fstab"
+        assert json.loads(node.check_output("cat /etc/rayfleet/shared-storage.json"))["paths"] == [MOUNT, "/mnt/extra"]
+    proc = _storage_playbook("--tags", "shared_storage")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for name in names:
+        node = _host(request, name)
+        assert node.run("findmnt --fstab /mnt/extra").rc == 1, f"{name}: /mnt/extra still in fstab"
+        assert node.run(f"findmnt --fstab {MOUNT}").rc == 0, f"{name}: {MOUNT} was removed too"
+        assert json.loads(node.check_output("cat /etc/rayfleet/shared-storage.json"))["paths"] == [MOUNT]
 
 
 def test_server_down_leaves_boot_and_ray_alone_and_is_reported_by_host(request):
