@@ -127,14 +127,13 @@ degraded:
 """
 
 import os
-import pwd
 import shutil
 import socket
-import subprocess
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.rayfleet.cluster.plugins.module_utils.limited import run_limited, user_entry
 
 # Runs in a child interpreter: statvfs, then (optionally) write/read/delete a probe file. A hard NFS mount whose
 # server is gone blocks in the kernel; only this child blocks, and the parent gives up after the timeout.
@@ -185,44 +184,12 @@ def tcp_reachable(server: str, port: int, timeout: float) -> tuple[bool, str]:
         return False, "%s:%d: %s" % (server, port, to_native(exc) or type(exc).__name__)
 
 
-def _credentials(user):
-    if not user:
-        return None
-    try:
-        return pwd.getpwnam(user)
-    except KeyError:
-        return None
-
-
-def run_limited(argv, timeout, user=None) -> tuple[int, str]:
-    """Run argv with a wall-clock limit; a child stuck on a dead mount is killed and not waited for.
-
-    Not module.run_command: it has no time limit, and a child blocked in the kernel on a hard NFS mount cannot be
-    reaped, so the parent must give up on it without waiting; the probe also runs as another user.
-    """
-    kwargs = {}
-    pw = _credentials(user)
-    if pw is not None and os.geteuid() == 0:
-        kwargs = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd="/", start_new_session=True, **kwargs)
-    except OSError as exc:
-        return 127, to_native(exc)
-    try:
-        out = proc.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return 124, "no answer in %gs" % timeout
-    return proc.returncode, (out or "").strip()
-
-
 def protocol_probe(server: str, export: str, port: int, timeout: float, user=None) -> str:
     """NFSv4 READDIR of the export through libnfs (no kernel client needed): 'ok', an error, or 'not run'."""
     nfs_ls = shutil.which("nfs-ls")
     if not nfs_ls:
         return "not run (nfs-ls from libnfs-utils is not installed)"
-    pw = _credentials(user)
+    pw = user_entry(user)
     query = "version=4&nfsport=%d" % port
     if pw is not None:
         query += "&uid=%d&gid=%d" % (pw.pw_uid, pw.pw_gid)
@@ -305,7 +272,7 @@ def main():
         module.fail_json(msg="mounts: path must be absolute, got %s" % ", ".join(bad))
     if p["timeout"] <= 0:
         module.fail_json(msg="timeout must be > 0, got %s" % p["timeout"])
-    if p["user"] and _credentials(p["user"]) is None:
+    if p["user"] and user_entry(p["user"]) is None:
         module.fail_json(msg="user %s does not exist on this host" % p["user"])
     mountinfo = read_mountinfo()
     results = [probe_mount(m, mountinfo, p) for m in p["mounts"]]
