@@ -1,6 +1,6 @@
 # rayfleet — a newcomer on a fresh Debian 12 machine needs two commands:
 #   make demo    a local 3-node Ray cluster (podman hosts), built by site.yml
-#   make test    everything CI checks (lint, sanity, unit, aws, molecule, bake)
+#   make test    everything CI checks (lint, sanity, unit, aws, gpu-stack, molecule, bake)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -16,14 +16,14 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws molecule bake bench-converge bench-bake bench-collective clean
+.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
-	@echo "make unit | aws | lint | sanity | molecule | bake | bench-converge | bench-collective"
+	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | bake | bench-converge | bench-collective"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -66,7 +66,7 @@ logs: venv  ## every node's Ray logs and the rayfleet units' journal -> artifact
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/logs.yml -i $(INVENTORY)
 
 test: deps venv
-	tools/stages.py lint sanity unit aws molecule bake
+	tools/stages.py lint sanity unit aws gpu-stack molecule bake
 
 lint: venv
 	ruff check .
@@ -83,6 +83,9 @@ aws: venv  ## AWS inventory and AMI paths against moto's server on loopback (no 
 
 molecule: deps venv image wheels
 	molecule test
+
+gpu-stack: deps venv image  ## the GPU-stack roles on a sandbox host without a GPU (Debian non-free driver)
+	molecule test -s gpu_stack
 
 bake: deps venv image wheels  ## playbooks/bake.yml end to end: bare builder -> image -> 3 hosts from it -> site.yml
 	pytest -q -p no:cacheprovider --durations=0 tests/bake

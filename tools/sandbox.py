@@ -308,7 +308,8 @@ class Sandbox:
     def inventory(self) -> dict:
         """Ansible dynamic-inventory JSON for this sandbox's running hosts."""
         inv: dict = {"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}, "ray_worker": {"hosts": []},
-                     "sandbox": {"children": ["ray_head", "ray_worker"]}, "nfs_server": {"hosts": []}}
+                     "sandbox": {"children": ["ray_head", "ray_worker"]}, "nfs_server": {"hosts": []},
+                     "gpu": {"hosts": []}}  # the sandbox's hosts have no GPU
         ssh_args = f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
         for h in self.hosts():
             inv[h["group"]]["hosts"].append(h["host"])

@@ -2,11 +2,13 @@
 """A node's GPUs as NVML reports them (nvidia-ml-py), checked against what Ray reports for the node.
 
 Reads, per GPU: index, UUID, name, PCI bus id, memory, persistence mode, ECC mode and uncorrected ECC errors
-since boot, row-remapping failures/pending, and the PCIe link (current vs maximum width). Then lists what
-would make the node unfit for a job: fewer GPUs than expected, a Ray GPU count that differs from NVML's
-(Ray started before the driver, CUDA_VISIBLE_DEVICES set in the unit, a wrong num_gpus), duplicate UUIDs
-(two containers given the same GPU), uncorrected ECC errors, a GPU whose memory rows need remapping (reset it),
-and a PCIe link running narrower than the slot allows.
+since boot, row-remapping failures/pending, the PCIe link (current vs maximum width and generation), MIG mode
+and NVLink links up; and the driver, CUDA driver and NVML library versions. Then lists what would make the node
+unfit for a job: fewer GPUs than expected, another model than expected, a driver older than required, a Ray GPU
+count that differs from NVML's (Ray started before the driver, CUDA_VISIBLE_DEVICES set in the unit, a wrong
+num_gpus) or a Ray accelerator type that is not this GPU, duplicate UUIDs (two containers given the same GPU),
+uncorrected ECC errors, a GPU whose memory rows need remapping (reset it), a PCIe link running narrower than the
+slot allows, an NVLink link down where its peers are up, and an NVML library that is not the running driver's.
 
 Examples (on a node, in the Ray venv):
   python -m rayfleet.gpu                      # table
@@ -38,6 +40,9 @@ class Gpu:
     pcie_width: int | None = None
     pcie_max_width: int | None = None
     pcie_gen: int | None = None
+    mig_mode: bool | None = None  # MIG enabled (current mode); None where the GPU has no MIG
+    nvlink_up: int | None = None  # NVLink links active; None where the GPU has no NVLink
+    nvlink_total: int | None = None  # NVLink links the GPU has (active or not)
 
 
 @dataclass
@@ -46,6 +51,7 @@ class NvmlReport:
     reason: str = ""  # why NVML could not be read (no driver, no library, ...)
     driver_version: str = ""
     cuda_driver_version: str = ""
+    nvml_version: str = ""
     gpus: list[Gpu] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +79,9 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
             reason = "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)"
         elif code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
             reason = "the NVIDIA kernel module is not loaded (driver installed but not running: reboot or modprobe)"
+        elif code == getattr(nvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", 18):
+            reason = ("driver/library version mismatch: the kernel module that runs is not the installed driver "
+                      "(an upgrade without a reboot: reboot, or run the nvidia_driver role)")
         else:
             reason = f"NVML could not start: {exc}"
         return NvmlReport(False, reason)
@@ -87,6 +96,8 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
         cuda = maybe(nvml.nvmlSystemGetCudaDriverVersion)
         if cuda:
             report.cuda_driver_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        library = maybe(nvml.nvmlSystemGetNVMLVersion)
+        report.nvml_version = _text(library) if library is not None else ""
         for i in range(nvml.nvmlDeviceGetCount()):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
             ecc = maybe(nvml.nvmlDeviceGetEccMode, h)
@@ -95,6 +106,8 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
             pci = maybe(nvml.nvmlDeviceGetPciInfo, h)
             mem = maybe(nvml.nvmlDeviceGetMemoryInfo, h)
             persistence = maybe(nvml.nvmlDeviceGetPersistenceMode, h)
+            mig = maybe(nvml.nvmlDeviceGetMigMode, h)
+            links = _nvlinks(nvml, h, maybe)
             report.gpus.append(Gpu(
                 index=i, uuid=_text(nvml.nvmlDeviceGetUUID(h)), name=_text(nvml.nvmlDeviceGetName(h)),
                 pci_bus_id=_text(pci.busId) if pci is not None else "",
@@ -109,14 +122,52 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
                 pcie_width=maybe(nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
                 pcie_max_width=maybe(nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
                 pcie_gen=maybe(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                mig_mode=bool(mig[0]) if mig else None,
+                nvlink_up=links[0] if links else None,
+                nvlink_total=links[1] if links else None,
             ))
         return report
     finally:
         nvml.nvmlShutdown()
 
 
+def _nvlinks(nvml: Any, handle: Any, maybe) -> tuple[int, int] | None:
+    """(links active, links present) of a GPU; None when it has no NVLink."""
+    up = present = 0
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        state = maybe(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        if state is None:  # no such link (or no NVLink at all)
+            continue
+        present += 1
+        up += 1 if state else 0
+    return (up, present) if present else None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'570.86.15' -> (570, 86, 15); non-numeric parts end it."""
+    out = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+def accelerator_type_matches(ray_type: str, gpu_name: str) -> bool:
+    """Whether Ray's accelerator type (``H100``, ``A100``, ``L4``...) names this NVML model.
+
+    Ray derives the type from the model name (``NVIDIA H100 80GB HBM3`` -> ``H100``); a type that is not a word of
+    the name means the node was started with another GPU or a hand-set resource.
+    """
+    words = gpu_name.upper().replace("-", " ").split()
+    wanted = ray_type.upper()
+    return wanted in words
+
+
 def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float | None = None,
-             check_pcie: bool = True) -> tuple[list[str], list[str]]:
+             check_pcie: bool = True, expect_model: str | None = None, min_driver: str | None = None,
+             fail_on_ecc: bool = True, ray_accelerator_types: list[str] | None = None,
+             check_nvlink: bool = True) -> tuple[list[str], list[str]]:
     """(problems that make the node unfit, warnings) for a report; each names the GPU by index and UUID."""
     bad: list[str] = []
     warn: list[str] = []
@@ -131,14 +182,36 @@ def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float |
     if ray_gpus is not None and abs(float(ray_gpus) - count) > 1e-6:
         bad.append(f"Ray reports {float(ray_gpus):g} GPU(s) on this node, NVML {count}: Ray started before the driver, "
                    "a CUDA_VISIBLE_DEVICES in its environment, or num_gpus set wrong (ray_num_gpus)")
+    if min_driver and version_tuple(report.driver_version) < version_tuple(min_driver):
+        bad.append(f"driver {report.driver_version} is older than the required {min_driver}")
+    if report.nvml_version and report.driver_version and not report.nvml_version.endswith(report.driver_version):
+        bad.append(f"NVML library {report.nvml_version} is not the running driver {report.driver_version}: "
+                   "an upgrade without a reboot")
+    if ray_accelerator_types is not None and count:
+        names = sorted({g.name for g in report.gpus})
+        if not ray_accelerator_types:
+            warn.append(f"Ray reports no accelerator_type resource for this node's {', '.join(names)}")
+        for t in ray_accelerator_types:
+            if not all(accelerator_type_matches(t, n) for n in names):
+                bad.append(f"Ray reports accelerator_type:{t} on this node, NVML sees {', '.join(names)}: "
+                           "tasks asking for that type would land on the wrong GPU")
+    links_up = {g.nvlink_up for g in report.gpus if g.nvlink_total}
     seen: dict[str, int] = {}
     for g in report.gpus:
         label = f"GPU {g.index} ({g.uuid}, {g.pci_bus_id or 'bus ?'})"
         if g.uuid in seen:
             bad.append(f"{label} has the same UUID as GPU {seen[g.uuid]}: one GPU is assigned twice")
         seen.setdefault(g.uuid, g.index)
+        if expect_model and expect_model.lower() not in g.name.lower():
+            bad.append(f"{label} is a {g.name}, expected {expect_model}")
         if g.ecc_uncorrected_volatile:
-            bad.append(f"{label} has {g.ecc_uncorrected_volatile} uncorrected ECC error(s) since boot")
+            (bad if fail_on_ecc else warn).append(
+                f"{label} has {g.ecc_uncorrected_volatile} uncorrected ECC error(s) since boot")
+        if check_nvlink and g.nvlink_total and g.nvlink_up is not None and g.nvlink_up < max(links_up):
+            bad.append(f"{label}: {g.nvlink_up} of {g.nvlink_total} NVLink links up, its peers have {max(links_up)} "
+                       "(a link down: GPU-to-GPU traffic falls back to PCIe)")
+        if g.mig_mode:
+            warn.append(f"{label}: MIG mode is on; Ray schedules whole GPUs, so MIG instances are not used as such")
         if g.remap_failure:
             bad.append(f"{label}: row remapping failed (the GPU needs service)")
         elif g.remap_pending:
@@ -155,12 +228,14 @@ def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float |
 def format_table(report: NvmlReport) -> str:
     if not report.available:
         return f"no GPUs read: {report.reason}"
-    rows = [("IDX", "NAME", "UUID", "BUS", "MEM_MIB", "PCIE", "ECC_UNCORR", "PERSIST")]
+    rows = [("IDX", "NAME", "UUID", "BUS", "MEM_MIB", "PCIE", "NVLINK", "ECC_UNCORR", "PERSIST", "MIG")]
+    onoff = {True: "on", False: "off", None: "-"}
     for g in report.gpus:
         rows.append((str(g.index), g.name, g.uuid, g.pci_bus_id, str(g.memory_total_mib),
                      f"gen{g.pcie_gen} x{g.pcie_width}/x{g.pcie_max_width}" if g.pcie_width else "-",
+                     f"{g.nvlink_up}/{g.nvlink_total}" if g.nvlink_total else "-",
                      "-" if g.ecc_uncorrected_volatile is None else str(g.ecc_uncorrected_volatile),
-                     {True: "on", False: "off", None: "-"}[g.persistence_mode]))
+                     onoff[g.persistence_mode], onoff[g.mig_mode]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append(f"driver {report.driver_version}, CUDA {report.cuda_driver_version or '?'}, {len(report.gpus)} GPU(s)")
@@ -172,10 +247,13 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--expect", type=int, help="the number of GPUs this node must have")
     parser.add_argument("--ray-gpus", type=float, help="the GPU count Ray reports for this node, to compare")
+    parser.add_argument("--model", help="the GPU model every GPU must be (a part of its name, e.g. H100)")
+    parser.add_argument("--min-driver", help="the oldest driver version accepted, e.g. 535.104")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = read_nvml()
-    bad, warn = problems(report, expect=args.expect, ray_gpus=args.ray_gpus)
+    bad, warn = problems(report, expect=args.expect, ray_gpus=args.ray_gpus, expect_model=args.model,
+                         min_driver=args.min_driver)
     if args.json:
         print(json.dumps({**report.to_dict(), "problems": bad, "warnings": warn}, indent=2))
     else:

@@ -13,9 +13,11 @@ version_added: "0.1.0"
 description:
   - Reads every GPU through NVML (C(nvidia-ml-py), no C(nvidia-smi) parsing) - UUID, name, PCI bus id, memory,
     persistence mode, ECC mode and uncorrected ECC errors since boot, row remapping, PCIe link width.
-  - Fails, naming the GPU by index, UUID and bus id, when the node has fewer GPUs than O(expect_gpus), when Ray's GPU
-    count for this node (read from Ray's state API at O(ray_address)) differs from NVML's, when two GPUs share a
-    UUID, on uncorrected ECC errors, failed or pending row remapping, or a PCIe link narrower than the slot allows.
+  - Fails, naming the GPU by index, UUID and bus id, when the node has fewer GPUs than O(expect_gpus), another model
+    than O(expect_model), a driver older than O(min_driver), when Ray's GPU count for this node (read from Ray's state
+    API at O(ray_address)) differs from NVML's or Ray's C(accelerator_type:<model>) resource is not this GPU's model,
+    when two GPUs share a UUID, on uncorrected ECC errors, failed or pending row remapping, a PCIe link narrower than
+    the slot allows, an NVLink link down, or an NVML library that is not the running driver's (upgrade, no reboot).
   - On a host without an NVIDIA driver it returns C(available=false) with the reason and does not fail, unless
     O(required) or O(expect_gpus) asks for GPUs, or Ray reports GPUs there.
   - Must run with the Ray venv's interpreter (it holds C(nvidia-ml-py) and the rayfleet library).
@@ -40,6 +42,20 @@ options:
     type: path
   check_pcie:
     description: Fail on a PCIe link running narrower than its maximum width.
+    type: bool
+    default: true
+  expect_model:
+    description: A part of the model name every GPU must have (C(H100), C(A100-SXM4-80GB)), case-insensitive.
+    type: str
+  min_driver:
+    description: The oldest driver version accepted (C(535.104), C(570.86.15)).
+    type: str
+  fail_on_ecc:
+    description: Fail on uncorrected ECC errors since boot (false - report them as warnings).
+    type: bool
+    default: true
+  check_nvlink:
+    description: Fail on a GPU with fewer NVLink links up than its peers.
     type: bool
     default: true
 attributes:
@@ -83,7 +99,8 @@ count:
   type: int
 gpus:
   description: Per GPU - index, uuid, name, pci_bus_id, memory_total_mib, persistence_mode, ecc_enabled,
-    ecc_uncorrected_volatile, remap_failure, remap_pending, pcie_width, pcie_max_width, pcie_gen.
+    ecc_uncorrected_volatile, remap_failure, remap_pending, pcie_width, pcie_max_width, pcie_gen, mig_mode,
+    nvlink_up, nvlink_total.
   returned: always
   type: list
   elements: dict
@@ -99,6 +116,15 @@ ray_gpus:
   description: GPUs Ray reports for this node (with O(ray_address)).
   returned: when ray_address is set
   type: float
+ray_accelerator_types:
+  description: The C(accelerator_type:<type>) resources Ray reports for this node (with O(ray_address)).
+  returned: when ray_address is set
+  type: list
+  elements: str
+nvml_version:
+  description: The NVML library's version (ends with the driver version when they match).
+  returned: always
+  type: str
 problems:
   description: What makes the node unfit (the module fails when this is not empty).
   returned: always
@@ -136,17 +162,21 @@ def build_module():
             node_ip=dict(type="str"),
             auth_token_path=dict(type="path"),
             check_pcie=dict(type="bool", default=True),
+            expect_model=dict(type="str"),
+            min_driver=dict(type="str"),
+            fail_on_ecc=dict(type="bool", default=True),
+            check_nvlink=dict(type="bool", default=True),
         ),
         required_together=[("ray_address", "node_ip")],
         supports_check_mode=True,
     )
 
 
-def ray_gpu_count(address, node_ip, auth_token_path):
-    """GPUs Ray reports for the alive node with this IP (None when Ray lists no such node)."""
+def ray_node_resources(address, node_ip, auth_token_path):
+    """The resources Ray reports for the alive node with this IP (None when Ray lists no such node)."""
     os.environ.update(auth_env(auth_token_path))
     node = get_state(state_api_fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
-    return None if node is None else float(node.resources.get("GPU", 0.0))
+    return None if node is None else dict(node.resources)
 
 
 def main():
@@ -155,19 +185,23 @@ def main():
     p = module.params
     report = read_nvml()
     result = dict(changed=False, **report.to_dict())
-    ray_gpus = None
+    ray_gpus = ray_types = None
     if p["ray_address"]:
         try:
-            ray_gpus = ray_gpu_count(p["ray_address"], p["node_ip"], p["auth_token_path"])
+            resources = ray_node_resources(p["ray_address"], p["node_ip"], p["auth_token_path"])
         except Exception as exc:  # the state API is down or refuses us
             msg = "cannot read Ray's view of %s at %s: %s" % (p["node_ip"], p["ray_address"], to_native(exc))
             module.fail_json(msg=msg, **result)
-        if ray_gpus is None:
+        if resources is None:
             module.fail_json(msg="Ray lists no alive node with IP %s at %s" % (p["node_ip"], p["ray_address"]),
                              **result)
-        result["ray_gpus"] = ray_gpus
+        ray_gpus = float(resources.get("GPU", 0.0))
+        ray_types = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
+        result.update(ray_gpus=ray_gpus, ray_accelerator_types=ray_types)
     bad, warn = problems(report, expect=p["expect_gpus"], check_pcie=p["check_pcie"],
-                         ray_gpus=ray_gpus if report.available else None)
+                         ray_gpus=ray_gpus if report.available else None, expect_model=p["expect_model"],
+                         min_driver=p["min_driver"], fail_on_ecc=p["fail_on_ecc"], check_nvlink=p["check_nvlink"],
+                         ray_accelerator_types=ray_types if report.available else None)
     if not report.available and p["required"] and not bad:
         bad.append("GPUs are required here, but " + report.reason)
     if not report.available and ray_gpus:

@@ -13,17 +13,21 @@ class FakeNvml:
     NVML_ERROR_LIBRARY_NOT_FOUND = 12
     NVML_ERROR_DRIVER_NOT_LOADED = 9
     NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+    NVML_ERROR_INVALID_ARGUMENT = 2
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
+    NVML_NVLINK_MAX_LINKS = 18
 
     class NVMLError(Exception):
         def __init__(self, value):
             super().__init__(f"NVML error {value}")
             self.value = value
 
-    def __init__(self, gpus=(), init_error=None):
+    def __init__(self, gpus=(), init_error=None, library="12.570.86.15"):
         self.gpus = [dict(g) for g in gpus]
         self.init_error = init_error
+        self.library = library
         self.shutdown = False
 
     def _get(self, h, key):
@@ -45,6 +49,18 @@ class FakeNvml:
     def nvmlSystemGetCudaDriverVersion(self):
         return 12080
 
+    def nvmlSystemGetNVMLVersion(self):
+        return self.library.encode()
+
+    def nvmlDeviceGetMigMode(self, h):
+        return self._get(h, "mig")
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        links = self.gpus[h].get("nvlinks")
+        if links is None or link >= len(links):
+            raise self.NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        return links[link]
+
     def nvmlDeviceGetCount(self):
         return len(self.gpus)
 
@@ -55,7 +71,7 @@ class FakeNvml:
         return self.gpus[h]["uuid"].encode()
 
     def nvmlDeviceGetName(self, h):
-        return "NVIDIA H100 80GB HBM3"
+        return self.gpus[h].get("name", "NVIDIA H100 80GB HBM3")
 
     def nvmlDeviceGetPciInfo(self, h):
         return SimpleNamespace(busId=f"00000000:{h + 0x18:02X}:00.0".encode())
@@ -146,3 +162,69 @@ def test_no_driver_is_a_reason_not_a_crash(code, text):
     assert gpu.problems(report) == ([], [])
     bad = gpu.problems(report, expect=8)[0]
     assert bad == [f"expected 8 GPU(s), but {report.reason}"]
+
+
+# Scenarios of an 8-GPU HGX H100 node (fields as NVML returns them for an H100 SXM5: 18 NVLink4 links, MIG capable;
+# constructed from NVIDIA's published specifications, not recorded on a GPU).
+SXM = dict(HEALTHY, mig=(0, 0), nvlinks=[1] * 18)
+
+
+def _hgx(**changes):
+    gpus = [dict(SXM, uuid=f"GPU-{i:04x}") for i in range(8)]
+    for index, fields in changes.items():
+        gpus[int(index[1:])].update(fields)
+    return gpus
+
+
+def test_hgx_healthy_with_model_driver_and_ray_type():
+    report = gpu.read_nvml(FakeNvml(_hgx()))
+    g = report.gpus[0]
+    assert (g.mig_mode, g.nvlink_up, g.nvlink_total) == (False, 18, 18) and report.nvml_version == "12.570.86.15"
+    assert gpu.problems(report, expect=8, ray_gpus=8, expect_model="H100", min_driver="535.104",
+                        ray_accelerator_types=["H100"]) == ([], [])
+    assert "18/18" in gpu.format_table(report)
+
+
+def test_hgx_one_gpu_missing():
+    report = gpu.read_nvml(FakeNvml(_hgx()[:7]))
+    bad = gpu.problems(report, expect=8, ray_gpus=7)[0]
+    assert bad == [bad[0]] and bad[0].startswith("NVML sees 7 GPU(s), expected 8")
+
+
+def test_hgx_ecc_errors_fail_or_warn():
+    report = gpu.read_nvml(FakeNvml(_hgx(g5={"ecc": 2})))
+    bad, warn = gpu.problems(report, expect=8)
+    assert bad == ["GPU 5 (GPU-0005, 00000000:1D:00.0) has 2 uncorrected ECC error(s) since boot"] and warn == []
+    bad, warn = gpu.problems(report, expect=8, fail_on_ecc=False)
+    assert bad == [] and "GPU 5" in warn[0]
+
+
+def test_hgx_mig_enabled_is_reported():
+    report = gpu.read_nvml(FakeNvml(_hgx(g2={"mig": (1, 1)})))
+    bad, warn = gpu.problems(report)
+    assert bad == [] and warn == ["GPU 2 (GPU-0002, 00000000:1A:00.0): MIG mode is on; Ray schedules whole GPUs, "
+                                  "so MIG instances are not used as such"]
+
+
+def test_hgx_nvlink_down_names_the_gpu():
+    report = gpu.read_nvml(FakeNvml(_hgx(g3={"nvlinks": [1] * 17 + [0]})))
+    bad = gpu.problems(report)[0]
+    assert len(bad) == 1 and bad[0].startswith("GPU 3 (GPU-0003, 00000000:1B:00.0): 17 of 18 NVLink links up")
+    assert gpu.problems(report, check_nvlink=False) == ([], [])
+
+
+def test_wrong_model_old_driver_and_ray_type():
+    report = gpu.read_nvml(FakeNvml(_hgx(g0={"name": "NVIDIA A100-SXM4-80GB"})))
+    bad = gpu.problems(report, expect_model="h100", min_driver="575", ray_accelerator_types=["H100"])[0]
+    assert "GPU 0 (GPU-0000, 00000000:18:00.0) is a NVIDIA A100-SXM4-80GB, expected h100" in bad
+    assert "driver 570.86.15 is older than the required 575" in bad
+    assert any(p.startswith("Ray reports accelerator_type:H100 on this node, NVML sees NVIDIA A100") for p in bad)
+    assert gpu.accelerator_type_matches("A100", "NVIDIA A100-SXM4-80GB")
+    assert gpu.accelerator_type_matches("L4", "NVIDIA L4") and not gpu.accelerator_type_matches("L4", "NVIDIA L40S")
+
+
+def test_library_not_the_running_driver():
+    report = gpu.read_nvml(FakeNvml(_hgx(), library="12.580.95.05"))
+    assert any("NVML library 12.580.95.05 is not the running driver 570.86.15" in p for p in gpu.problems(report)[0])
+    mismatch = gpu.read_nvml(FakeNvml(init_error=18))
+    assert not mismatch.available and mismatch.reason.startswith("driver/library version mismatch")

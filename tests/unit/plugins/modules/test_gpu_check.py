@@ -10,8 +10,9 @@ def _nvml(monkeypatch, report):
     monkeypatch.setattr(gpu_check, "read_nvml", lambda: report)
 
 
-def _ray(monkeypatch, gpus):
-    monkeypatch.setattr(gpu_check, "ray_gpu_count", lambda address, ip, token: gpus)
+def _ray(monkeypatch, gpus, types=("H100",)):
+    resources = None if gpus is None else {"CPU": 16.0, "GPU": gpus, **{f"accelerator_type:{t}": 1.0 for t in types}}
+    monkeypatch.setattr(gpu_check, "ray_node_resources", lambda address, ip, token: resources)
 
 
 EIGHT = NvmlReport(True, driver_version="570.86.15", gpus=[Gpu(i, f"GPU-{i}", "H100") for i in range(8)])
