@@ -49,3 +49,19 @@ def test_bad_variable_fails_before_changes(host, extra, expected):
     assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
     assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
     assert _settings_mtimes(host) == before_files
+
+
+def test_gpu_host_without_a_driver_stops_the_ray_stage_by_name(host, tmp_path):
+    """A host put in group gpu whose NVML cannot be read must not join Ray with 0 GPUs, silently."""
+    ip = node_ip(host)
+    before_ids = {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"}
+    victim = f"{SANDBOX}-worker2"
+    extra_inventory = tmp_path / "gpu.yml"
+    extra_inventory.write_text(f"gpu:\n  hosts:\n    {victim}: {{}}\n")
+    proc = run_site("-i", str(extra_inventory), "--tags", "ray")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert f"ray on {victim}: this host is in group gpu, but NVML cannot be read here" in out, out[-3000:]
+    assert "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)" in out, out[-3000:]
+    assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
+    assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
