@@ -46,8 +46,11 @@ def test_architecture_from_device_id(device, arch):
     assert hw.nvidia_architecture(device) == arch
 
 
+def gpu(arch):
+    return {"architecture": arch}
+
+
 def test_flavour_follows_the_gpus():
-    gpu = lambda arch: {"architecture": arch}  # noqa: E731
     assert hw.kernel_module_flavor([gpu("hopper")])[0] == "open"
     assert hw.kernel_module_flavor([gpu("blackwell")])[0] == "open"
     assert hw.kernel_module_flavor([gpu("pre-turing")])[0] == "proprietary"
