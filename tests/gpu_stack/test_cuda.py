@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+testinfra_hosts = ["ansible://nvidia"]
+
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN = yaml.safe_load((ROOT / "roles/cuda/vars/Debian.yml").read_text())["__cuda_distribution"]
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+testinfra_hosts = ["ansible://nvidia"]
+
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN = yaml.safe_load((ROOT / "roles/nvidia_driver/vars/Debian.yml").read_text())["__nvidia_driver_distribution"]
 DRIVER_PACKAGES = DEBIAN["versioned"]["proprietary"] + DEBIAN["other"]
