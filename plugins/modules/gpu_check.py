@@ -58,13 +58,8 @@ options:
     description: Fail on a GPU with fewer NVLink links up than its peers.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.info_module
 seealso:
   - module: rayfleet.cluster.collective_check
   - name: NVML API reference

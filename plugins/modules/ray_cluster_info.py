@@ -50,14 +50,8 @@ options:
     description:
       - File holding the cluster's Ray token, for clusters with Ray token authentication (C(RAY_AUTH_MODE=token)).
     type: path
-extends_documentation_fragment: []
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.info_module
 seealso:
   - module: rayfleet.cluster.ray_node
 """
