@@ -44,11 +44,17 @@ image: deps
 # The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.
 # pip takes it from a local mirror where one is configured (find-links), else from the index.
 TORCH_VERSION := $(shell sed -n 's/^pytorch_version: "\(.*\)"/\1/p' roles/pytorch/defaults/main.yml)
+# and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU)
+NCCL_VERSION := $(shell sed -n 's/^nccl_wheel_version: "\(.*\)"/\1/p' inventories/sandbox/group_vars/all/nccl.yml)
 wheels: venv
 	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl >/dev/null 2>&1 || \
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_28_$$(uname -m) -d .cache/wheels "torch==$(TORCH_VERSION)"
 	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl
+	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl >/dev/null 2>&1 || \
+	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+	    --platform manylinux_2_18_$$(uname -m) -d .cache/wheels "nvidia-nccl-cu13==$(NCCL_VERSION)"
+	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl
 
 demo: deps venv image wheels
 	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) > /dev/null

@@ -28,6 +28,7 @@ import os
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayfleet.errors import RayfleetError, SettingsError
+from rayfleet.nccl import verdict as nccl_verdict
 from rayfleet.raynode import auth_env
 
 DTYPE_BYTES = 4  # float32, nccl-tests' default type
@@ -310,6 +312,12 @@ class Report:
             suspects = self.pair_findings.get("suspects") or []
             out.append(f"slow node(s): {', '.join(suspects) or 'see pairs'} (slow pairs: {pairs}; "
                        f"best pair {self.pair_findings['best_gbps']:.2f} GB/s)")
+        for node in self.nodes:  # NCCL must bootstrap where Ray runs: a wrong NCCL_SOCKET_IFNAME hangs a job
+            probe = node.get("nccl") or {}
+            if probe.get("available"):
+                found = nccl_verdict(probe, node["ip"])
+                if not found["ok"]:
+                    out.append(f"node {node['name']}: {found['reason']}")
         if self.expect_network and self.backend == "nccl":
             net = self.transport.get("network", "")
             if not network_matches(net, self.expect_network):
@@ -374,7 +382,19 @@ class _Rank:
 
         ctx = ray.get_runtime_context()
         return {"rank": self.rank, "ip": ray.util.get_node_ip_address(), "node_id": ctx.get_node_id(),
-                "hostname": socket.gethostname(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+                "hostname": socket.gethostname(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                "nccl": self.nccl_probe()}
+
+    @staticmethod
+    def nccl_probe() -> dict[str, Any]:
+        """NCCL's version and bootstrap address under this Ray worker's environment, read in a child process (so
+        this rank's own CUDA and NCCL start untouched, after CUDA_VISIBLE_DEVICES is set)."""
+        proc = subprocess.run([sys.executable, "-m", "rayfleet.nccl", "--json"], capture_output=True, text=True,
+                              timeout=60, check=False)
+        try:
+            return json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            return {"available": False, "reason": f"NCCL probe failed: {proc.stderr.strip()[-300:]}"}
 
     def free_port(self) -> int:
         with socket.socket() as s:
@@ -540,6 +560,11 @@ def run(opts: Options) -> Report:
         ray.shutdown()
 
 
+def _nccl_summary(probe: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("available", "reason", "version", "library", "socket_ifname", "net", "bootstrap")
+    return {k: probe[k] for k in keep if k in probe}
+
+
 def _run_placed(opts, ray, pg, strategy_cls, *, backend, per_node, count, started) -> Report:
     world = per_node * count
     max_bytes = opts.max_bytes or (1 << 30 if backend == "nccl" else 16 << 20)
@@ -586,7 +611,8 @@ def _run_placed(opts, ray, pg, strategy_cls, *, backend, per_node, count, starte
         by_node = {nid: [w for w in where if w["node_id"] == nid] for nid in node_order}
         nodes = [{"node_id": nid, "ip": ws[0]["ip"], "name": name_of(ws[0]["ip"], opts.hosts),
                   "hostname": ws[0]["hostname"], "ranks": [w["rank"] for w in ws],
-                  "gpu_ids": [g for w in ws for g in w["gpu_ids"]]} for nid, ws in by_node.items()]
+                  "gpu_ids": [g for w in ws for g in w["gpu_ids"]], "nccl": _nccl_summary(ws[0]["nccl"])}
+                 for nid, ws in by_node.items()]
 
         pairs: list[PairResult] = []
         if opts.pairwise and len(nodes) >= 2:

@@ -158,6 +158,9 @@ class RayNodeSettings:
     dashboard_host: str | None = None
     include_dashboard: bool = True
     env: Mapping[str, str] = field(default_factory=dict)
+    # The interface NCCL and gloo must use (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME): a name, or "auto" for the
+    # one holding node_ip, resolved when Ray starts (so a baked image is right on every host it boots)
+    socket_ifname: str | None = None
     auth_token_path: str | None = None
     # Head only: the cluster launcher's config, so the head runs Ray's autoscaler (ray up clusters)
     autoscaling_config: str | None = None
@@ -198,6 +201,14 @@ class RayNodeSettings:
         env = data.get("env") or {}
         if not isinstance(env, Mapping) or not all(isinstance(k, str) for k in env):
             raise SettingsError(f"env: expected a mapping of variable name to value, got {env!r}")
+        socket_ifname = str(data.get("socket_ifname") or "") or None
+        if socket_ifname is not None and (len(socket_ifname) > 15 or not socket_ifname.isprintable()
+                                          or any(c in socket_ifname for c in " /,=^")):
+            raise SettingsError(f"socket_ifname: expected an interface name (e.g. eth0) or 'auto', "
+                                f"got {socket_ifname!r}")
+        for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            if socket_ifname and key in env:
+                raise SettingsError(f"env.{key}: set either it or socket_ifname, not both")
         temp_dir = str(data.get("temp_dir") or "/tmp/ray")
         if not temp_dir.startswith("/"):
             raise SettingsError(f"temp_dir: expected an absolute path, got {temp_dir!r}")
@@ -232,6 +243,7 @@ class RayNodeSettings:
             dashboard_host=(str(data["dashboard_host"]) if data.get("dashboard_host") else None),
             include_dashboard=bool(data.get("include_dashboard", True)),
             env={str(k): str(v) for k, v in env.items()},
+            socket_ifname=socket_ifname,
             auth_token_path=str(auth_token_path) if auth_token_path else None,
             autoscaling_config=str(autoscaling_config) if autoscaling_config else None,
         )
@@ -241,8 +253,9 @@ class RayNodeSettings:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
         data["env"] = dict(sorted(self.env.items()))
-        if self.autoscaling_config is None:
-            del data["autoscaling_config"]  # files written before the field existed stay unchanged
+        for key in ("autoscaling_config", "socket_ifname"):
+            if data[key] is None:
+                del data[key]  # files written before the field existed stay unchanged
         return {"version": SETTINGS_VERSION, **data}
 
     def to_json(self) -> str:
@@ -307,8 +320,18 @@ class RayNodeSettings:
         env = dict(os.environ if base is None else base)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         env.update(self.env)
+        env.update(self.collective_env())
         env.update(self.auth_env())
         return env
+
+    def collective_env(self) -> dict[str, str]:
+        """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME for socket_ifname ("auto": the interface holding node_ip)."""
+        if not self.socket_ifname:
+            return {}
+        from rayfleet.nccl import interface_for, socket_env
+
+        name = interface_for(self.node_ip) if self.socket_ifname == "auto" else self.socket_ifname
+        return socket_env(name)
 
     def expected_resources(self) -> dict[str, float]:
         """Resources Ray must report for this node once it is registered."""
@@ -372,8 +395,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "args":
         print(shlex.join(argv_ray))
         return 0
+    try:
+        env = settings.process_env()
+    except SettingsError as exc:
+        print(f"rayfleet.raynode: {exc}", file=sys.stderr)
+        return 2
     sys.stdout.flush()
-    os.execve(argv_ray[0], argv_ray, settings.process_env())
+    os.execve(argv_ray[0], argv_ray, env)
     return 0  # pragma: no cover
 
 

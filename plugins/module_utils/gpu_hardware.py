@@ -14,6 +14,9 @@ import os
 
 NVIDIA_VENDOR = 0x10DE
 AMD_VENDOR = 0x1002
+AMAZON_VENDOR = 0x1D0F
+# AWS Elastic Fabric Adapter generations (efa0: p3dn/c5n; efa1: p4d, RDMA read; efa2: p5; efa3: later types)
+EFA_DEVICES = (0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3)
 PCI_CLASS_DISPLAY = 0x03  # base class: 0x0300 VGA, 0x0302 3D controller, 0x0380 other display
 PCI_CLASS_BRIDGE_OTHER = 0x0680  # NVSwitch shows up as an NVIDIA "other bridge"
 SECURE_BOOT_VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-e98c0f1e82b9"
@@ -75,8 +78,8 @@ def read_pci_devices(root: str = "/sys/bus/pci/devices") -> list[dict]:
 
 
 def classify(devices: list[dict]) -> dict:
-    """NVIDIA GPUs (with architecture), NVSwitches and AMD GPUs among the PCI functions."""
-    nvidia, switches, amd = [], [], []
+    """NVIDIA GPUs (with architecture), NVSwitches, AMD GPUs and AWS EFA devices among the PCI functions."""
+    nvidia, switches, amd, efa = [], [], [], []
     for dev in devices:
         base_class = dev["pci_class"] >> 16 if dev["pci_class"] >= 0 else -1
         sub_class = dev["pci_class"] >> 8 if dev["pci_class"] >= 0 else -1
@@ -87,7 +90,9 @@ def classify(devices: list[dict]) -> dict:
             switches.append(entry)
         elif dev["vendor"] == AMD_VENDOR and base_class == PCI_CLASS_DISPLAY:
             amd.append(entry)
-    return dict(nvidia_gpus=nvidia, nvswitches=switches, amd_gpus=amd)
+        elif dev["vendor"] == AMAZON_VENDOR and dev["device"] in EFA_DEVICES:
+            efa.append(dict(entry, generation=EFA_DEVICES.index(dev["device"])))
+    return dict(nvidia_gpus=nvidia, nvswitches=switches, amd_gpus=amd, efa_devices=efa)
 
 
 def kernel_module_flavor(gpus: list[dict]) -> tuple[str, str]:

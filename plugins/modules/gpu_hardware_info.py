@@ -78,6 +78,13 @@ amd_gpus:
   returned: always
   type: list
   elements: dict
+efa_devices:
+  description:
+    - AWS Elastic Fabric Adapters (bus_id, device_id, driver, generation - 0 for efa0 ... 3 for efa3).
+    - Non-empty means NCCL needs the EFA software and the aws-ofi-nccl plugin (role C(nccl)).
+  returned: always
+  type: list
+  elements: dict
 nvidia_module:
   description: The NVIDIA kernel module now loaded - loaded, version, flavor (open/proprietary), and whether
     nouveau_loaded / amdgpu_loaded.

@@ -93,6 +93,13 @@ options:
       - The C(RAY_AUTH_*) variables are not accepted here; use O(auth_token_path).
     type: dict
     default: {}
+  socket_ifname:
+    description:
+      - The interface NCCL and gloo use on this node (C(NCCL_SOCKET_IFNAME=\=<name>), C(GLOO_SOCKET_IFNAME)).
+      - C(auto) is the interface holding O(node_ip), looked up each time Ray starts (so the settings of a baked
+        image hold on every host booted from it).
+      - Unset leaves both to NCCL's and gloo's own choice. Not together with either variable in O(env).
+    type: str
   auth_token_path:
     description:
       - File holding the cluster's Ray token (Ray token authentication, C(RAY_AUTH_MODE=token)).
@@ -256,6 +263,7 @@ def build_module():
             dashboard_host=dict(type="str"),
             include_dashboard=dict(type="bool", default=True),
             env=dict(type="dict", default={}),
+            socket_ifname=dict(type="str"),
             auth_token_path=dict(type="path"),
             config_path=dict(type="path"),
             service=dict(type="str"),
@@ -315,6 +323,7 @@ class NoSystemdService:
         ray = self.settings.ray_bin
         env = dict(C_LOCALE, RAY_USAGE_STATS_ENABLED="0")
         env.update(self.settings.env)
+        env.update(self.settings.collective_env())
         env.update(self.settings.auth_env())
         if verb in ("stop", "restart"):
             self.module.run_command([ray, "stop", "--force"], environ_update=env, check_rc=True)
@@ -411,10 +420,11 @@ def main():
             num_cpus=p["num_cpus"], num_gpus=p["num_gpus"], resources=p["resources"],
             object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
             dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
-            auth_token_path=p["auth_token_path"],
+            socket_ifname=p["socket_ifname"], auth_token_path=p["auth_token_path"],
         ))
         if role == "worker":
             resolve(split_address(settings.head_address, settings.ports.gcs)[0])
+        settings.collective_env()  # "auto" must name an interface here, before anything changes
     except SettingsError as exc:
         module.fail_json(msg="ray_node (%s): %s" % (role, to_native(exc)))
     if not os.access(settings.ray_bin, os.X_OK):

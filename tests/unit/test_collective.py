@@ -135,6 +135,18 @@ def test_report_verdict_names_floor_and_wrong_values():
     json.dumps(data)  # serializable as the module returns it
 
 
+def test_a_node_whose_nccl_bootstraps_elsewhere_is_named():
+    good = {"available": True, "version": "2.30.7", "socket_ifname": "=eth0",
+            "bootstrap": {"address": "10.0.0.11", "port": 40000}}
+    wrong_if = dict(good, socket_ifname="=lo", bootstrap={"address": "127.0.0.1", "port": 40001})
+    nodes = [{"name": "w1", "ip": "10.0.0.11", "nccl": good}, {"name": "w2", "ip": "10.0.0.12", "nccl": wrong_if},
+             {"name": "cpu", "ip": "10.0.0.13", "nccl": {"available": False, "reason": "no libnccl found"}}]
+    report = c.Report(backend="gloo", world_size=3, nodes=nodes, rows=[c.Row(1 << 20, 1000.0, 3)],
+                      large_bytes=1 << 20)
+    assert report.problems() == ["node w2: NCCL bootstraps on 127.0.0.1 (NCCL_SOCKET_IFNAME='=lo'), not on the "
+                                 "node's Ray address 10.0.0.12"]
+
+
 def test_options_are_checked_and_named():
     with pytest.raises(SettingsError, match="backend"):
         c.Options(backend="mpi").validate()

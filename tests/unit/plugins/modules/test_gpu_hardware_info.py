@@ -37,6 +37,15 @@ def test_hgx_board_is_read_as_gpus_and_switches(tmp_path):
     assert len(found["nvidia_gpus"]) == 8 and len(found["nvswitches"]) == 4 and found["amd_gpus"] == []
     assert found["nvidia_gpus"][0] == {"bus_id": "0000:18:00.0", "device_id": "0x2330", "driver": "nvidia",
                                        "architecture": "hopper"}
+    assert found["efa_devices"] == [{"bus_id": "0000:a0:00.0", "device_id": "0xefa1", "driver": "efa",
+                                     "generation": 1}]
+
+
+def test_other_amazon_devices_are_not_efa(tmp_path):
+    _pci(tmp_path, "0000:00:04.0", 0x1D0F, 0x8061, 0x010802, "nvme")  # EBS NVMe controller
+    _pci(tmp_path, "0000:00:05.0", 0x1D0F, 0xEC20, 0x020000, "ena")   # ENA network adapter
+    found = hw.classify(hw.read_pci_devices(str(tmp_path / "bus" / "pci" / "devices")))
+    assert found["efa_devices"] == []
 
 
 @pytest.mark.parametrize("device, arch", [(0x20B0, "ampere"), (0x1EB8, "turing"), (0x2182, "turing"),
