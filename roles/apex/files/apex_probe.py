@@ -2,11 +2,11 @@
 """Run by the apex role with the Ray venv's python: torch, its CUDA, this Python and the Apex build in place
 (JSON on stdout, one round trip, nothing imported but torch's metadata and version module)."""
 
-from importlib import metadata
 import importlib.util
 import json
 import platform
 import sys
+from importlib import metadata
 
 
 def version(name):
