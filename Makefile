@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective clean
+.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
@@ -83,6 +83,16 @@ sanity: venv
 
 unit: venv
 	pytest -q tests/unit
+
+# On a GPU host (the project's GPU machine): needs only python3 with torch, nvidia-ml-py and pytest - no venv, no
+# network. Without an NVIDIA GPU every test skips saying so. Ray's test runs where ray is importable.
+GPU_PYTHON ?= python3
+test-gpu:
+	PYTHONPATH=library_py $(GPU_PYTHON) -m pytest -q -rs -s -p no:cacheprovider tests/gpu
+	$(GPU_PYTHON) tools/bench_gpu.py
+
+bench-gpu:  ## gpu_check's NVML reading vs an nvidia-smi subprocess -> artifacts/bench-gpu.json
+	$(GPU_PYTHON) tools/bench_gpu.py
 
 aws: venv  ## AWS inventory and AMI paths against moto's server on loopback (no AWS account, no traffic out)
 	pytest -q -p no:cacheprovider tests/aws
