@@ -12,7 +12,7 @@ slot allows, an NVLink link down where its peers are up, and an NVML library tha
 
 Examples (on a node, in the Ray venv):
   python -m rayfleet.gpu                      # table
-  python -m rayfleet.gpu --json --expect 8    # fail (exit 1) unless 8 healthy GPUs
+  python -m rayfleet.gpu --json --expect 8    # fail (exit 1) unless 8 healthy GPUs (Xids from the kernel log too)
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +167,75 @@ def accelerator_type_matches(ray_type: str, gpu_name: str) -> bool:
     return wanted in words
 
 
+# --- Xid events: the driver's own error reports in the kernel log -------------------------------------------
+# "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python, GPU has fallen off the bus." (older drivers omit pid/name)
+XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]+:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\): (\d+),? ?(.*)")
+# Xids that mean the GPU or its links need service (NVIDIA's Xid catalog); the rest are mostly the application's
+# (13 graphics engine exception, 31 MMU fault, 43 reset channel, 45 preemptive cleanup, ...)
+HARDWARE_XIDS = {
+    48: "double-bit ECC error", 61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recorded", 64: "ECC page retirement or row remapping failed",
+    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
+    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
+    140: "unrecovered ECC error",
+}
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    bus_id: str  # as the driver wrote it, e.g. 0000:18:00
+    xid: int
+    detail: str
+
+
+def parse_xids(lines: list[str]) -> list[XidEvent]:
+    events = []
+    for line in lines:
+        m = XID_LINE.search(line)
+        if m:
+            events.append(XidEvent(m.group(1), int(m.group(2)), m.group(3).strip()))
+    return events
+
+
+def bus_key(bus_id: str) -> tuple[int, int, int]:
+    """(domain, bus, device) of a PCI address in NVML's (00000000:18:00.0) or the driver's (0000:18:00) form."""
+    domain, bus, rest = bus_id.split(":")[:3]
+    return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+
+
+def read_kernel_xids() -> tuple[list[XidEvent] | None, str]:
+    """Xid events in this boot's kernel log (journald), or (None, why not)."""
+    journalctl = shutil.which("journalctl")
+    if journalctl is None:
+        return None, "no journalctl on this host"
+    proc = subprocess.run([journalctl, "-k", "-b", "-o", "cat", "--no-pager"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    if proc.returncode != 0:
+        return None, f"journalctl -k failed: {proc.stderr.strip()[-200:]}"
+    return parse_xids(proc.stdout.splitlines()), ""
+
+
+def xid_findings(report: NvmlReport, events: list[XidEvent], fail_on: set[int]) -> tuple[list[str], list[str]]:
+    """Each GPU's Xids since boot: those in fail_on are problems, the others warnings."""
+    bad: list[str] = []
+    warn: list[str] = []
+    by_bus = {bus_key(g.pci_bus_id): g for g in report.gpus if g.pci_bus_id}
+    grouped: dict[tuple[str, int], list[XidEvent]] = {}
+    for e in events:
+        grouped.setdefault((e.bus_id, e.xid), []).append(e)
+    for (bus, xid), found in sorted(grouped.items()):
+        try:
+            g = by_bus.get(bus_key(bus))
+        except ValueError:
+            g = None
+        who = f"GPU {g.index} ({g.uuid}, {g.pci_bus_id})" if g else f"the GPU at {bus} (not listed by NVML now)"
+        what = HARDWARE_XIDS.get(xid, "see NVIDIA's Xid catalog")
+        line = (f"{who}: Xid {xid} ({what}) {len(found)} time(s) since boot, last: "
+                f"{found[-1].detail[:160] or 'no detail'}")
+        (bad if xid in fail_on else warn).append(line)
+    return bad, warn
+
+
 def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float | None = None,
              check_pcie: bool = True, expect_model: str | None = None, min_driver: str | None = None,
              fail_on_ecc: bool = True, ray_accelerator_types: list[str] | None = None,
@@ -249,11 +321,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-gpus", type=float, help="the GPU count Ray reports for this node, to compare")
     parser.add_argument("--model", help="the GPU model every GPU must be (a part of its name, e.g. H100)")
     parser.add_argument("--min-driver", help="the oldest driver version accepted, e.g. 535.104")
+    parser.add_argument("--no-xid", dest="xid", action="store_false",
+                        help="skip reading Xid events from the kernel log")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     report = read_nvml()
     bad, warn = problems(report, expect=args.expect, ray_gpus=args.ray_gpus, expect_model=args.model,
                          min_driver=args.min_driver)
+    if args.xid and report.available and report.gpus:
+        events, why_not = read_kernel_xids()
+        if events is None:
+            warn.append(f"Xid events not read: {why_not}")
+        else:
+            xid_bad, xid_warn = xid_findings(report, events, set(HARDWARE_XIDS))
+            bad += xid_bad
+            warn += xid_warn
     if args.json:
         print(json.dumps({**report.to_dict(), "problems": bad, "warnings": warn}, indent=2))
     else:

@@ -58,6 +58,19 @@ options:
     description: Fail on a GPU with fewer NVLink links up than its peers.
     type: bool
     default: true
+  check_xid:
+    description:
+      - Read this boot's kernel log (C(journalctl -k)) for the driver's Xid error reports and tie each to its GPU.
+      - Xids in O(fail_on_xid) fail the check; any other Xid is reported as a warning.
+    type: bool
+    default: true
+  fail_on_xid:
+    description:
+      - Xid codes that make the node unfit - by default the hardware ones of NVIDIA's Xid catalog (48 double-bit
+        ECC, 61/62 micro-controller, 63/64 row remapping, 74 NVLink, 79 fallen off the bus, 92 high single-bit ECC
+        rate, 94/95 contained/uncontained ECC, 119/120 GSP, 140 unrecovered ECC).
+    type: list
+    elements: int
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.info_module
 seealso:
@@ -120,6 +133,12 @@ nvml_version:
   description: The NVML library's version (ends with the driver version when they match).
   returned: always
   type: str
+xid_events:
+  description: The driver's Xid reports in this boot's kernel log (bus_id, xid, detail), when O(check_xid).
+  returned: when GPUs were read and the kernel log could be read
+  type: list
+  elements: dict
+  sample: [{"bus_id": "0000:18:00", "xid": 79, "detail": "pid=1234, name=python, GPU has fallen off the bus."}]
 problems:
   description: What makes the node unfit (the module fails when this is not empty).
   returned: always
@@ -142,7 +161,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 
 try:
     from rayfleet.cluster import get_state, state_api_fetcher
-    from rayfleet.gpu import problems, read_nvml
+    from rayfleet.gpu import HARDWARE_XIDS, problems, read_kernel_xids, read_nvml, xid_findings
     from rayfleet.raynode import auth_env
 except ImportError:
     pass  # reported by require_rayfleet()
@@ -161,6 +180,8 @@ def build_module():
             min_driver=dict(type="str"),
             fail_on_ecc=dict(type="bool", default=True),
             check_nvlink=dict(type="bool", default=True),
+            check_xid=dict(type="bool", default=True),
+            fail_on_xid=dict(type="list", elements="int"),
         ),
         required_together=[("ray_address", "node_ip")],
         supports_check_mode=True,
@@ -197,6 +218,16 @@ def main():
                          ray_gpus=ray_gpus if report.available else None, expect_model=p["expect_model"],
                          min_driver=p["min_driver"], fail_on_ecc=p["fail_on_ecc"], check_nvlink=p["check_nvlink"],
                          ray_accelerator_types=ray_types if report.available else None)
+    if p["check_xid"] and report.available and report.gpus:
+        events, why_not = read_kernel_xids()
+        if events is None:
+            warn.append("Xid events not read: " + why_not)
+        else:
+            fail_on = set(p["fail_on_xid"]) if p["fail_on_xid"] is not None else set(HARDWARE_XIDS)
+            xid_bad, xid_warn = xid_findings(report, events, fail_on)
+            bad += xid_bad
+            warn += xid_warn
+            result["xid_events"] = [dict(bus_id=e.bus_id, xid=e.xid, detail=e.detail) for e in events]
     if not report.available and p["required"] and not bad:
         bad.append("GPUs are required here, but " + report.reason)
     if not report.available and ray_gpus:

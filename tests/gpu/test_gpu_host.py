@@ -105,3 +105,12 @@ def test_ray_reports_nvmls_gpus_and_model(nvml):
     assert resources.get("GPU") == float(len(nvml.gpus)), resources
     types = [k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")]
     assert types and all(gpu.accelerator_type_matches(t, nvml.gpus[0].name) for t in types), (types, nvml.gpus[0].name)
+
+
+def test_no_hardware_xid_since_boot(nvml):
+    events, why_not = gpu.read_kernel_xids()
+    if events is None:
+        pytest.skip(f"the kernel log cannot be read here: {why_not}")
+    bad, warn = gpu.xid_findings(nvml, events, set(gpu.HARDWARE_XIDS))
+    print("Xid events:", [(e.bus_id, e.xid) for e in events] or "none", "warnings:", warn or "none")
+    assert bad == [], bad

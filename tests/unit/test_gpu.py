@@ -228,3 +228,22 @@ def test_library_not_the_running_driver():
     assert any("NVML library 12.580.95.05 is not the running driver 570.86.15" in p for p in gpu.problems(report)[0])
     mismatch = gpu.read_nvml(FakeNvml(init_error=18))
     assert not mismatch.available and mismatch.reason.startswith("driver/library version mismatch")
+
+
+def test_xid_lines_of_old_and_new_drivers_are_parsed():
+    events = gpu.parse_xids([
+        "[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error (DBE) has been detected",
+        "NVRM: Xid (PCI:0000:18:00): 94, pid='<unknown>', name=<unknown>, Contained: CE User Channel (0x9)",
+        "NVRM: GPU at PCI:0000:18:00: GPU-abc",
+    ])
+    assert [(e.bus_id, e.xid) for e in events] == [("0000:3b:00", 48), ("0000:18:00", 94)]
+    assert events[0].detail.startswith("An uncorrectable double bit error")
+    assert gpu.bus_key("00000000:3B:00.0") == gpu.bus_key("0000:3b:00") == (0, 0x3B, 0)
+
+
+def test_an_xid_from_a_gpu_nvml_no_longer_lists_is_still_named():
+    report = gpu.read_nvml(FakeNvml(_hgx()[:1]))
+    lost = gpu.parse_xids(["NVRM: Xid (PCI:0000:99:00): 79, GPU has fallen off the bus."])
+    bad, warn = gpu.xid_findings(report, lost, set(gpu.HARDWARE_XIDS))
+    assert bad == ["the GPU at 0000:99:00 (not listed by NVML now): Xid 79 (GPU has fallen off the bus) 1 time(s) "
+                   "since boot, last: GPU has fallen off the bus."] and warn == []

@@ -1,9 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """gpu_check: NVML's view against Ray's, with both faked."""
 
+import pytest
 from ansible_collections.rayfleet.cluster.plugins.modules import gpu_check
 from conftest import run_module as run
-from rayfleet.gpu import Gpu, NvmlReport
+from rayfleet.gpu import Gpu, NvmlReport, parse_xids
+
+
+@pytest.fixture(autouse=True)
+def _quiet_kernel_log(monkeypatch):
+    """No Xids unless a test says so (the real journal of the test machine stays out of it)."""
+    monkeypatch.setattr(gpu_check, "read_kernel_xids", lambda: ([], ""))
 
 
 def _nvml(monkeypatch, report):
@@ -49,3 +56,35 @@ def test_node_unknown_to_ray_fails(monkeypatch):
     _ray(monkeypatch, None)
     out = run(gpu_check, RAY)
     assert out.failed and "Ray lists no alive node with IP 10.0.0.11" in out.result["msg"]
+
+
+BUSY = NvmlReport(True, driver_version="570.86.15",
+                  gpus=[Gpu(i, f"GPU-{i}", "H100", pci_bus_id=f"00000000:{0x18 + i:02X}:00.0") for i in range(8)])
+KERNEL_LOG = [
+    "NVRM: Xid (PCI:0000:1b:00): 79, pid=4242, name=python, GPU has fallen off the bus.",
+    "NVRM: Xid (PCI:0000:19:00): 13, pid=77, name=python, Graphics Exception: ESR 0x404600=0x80000002",
+    "nvidia-nvswitch0: unrelated line",
+]
+
+
+def test_hardware_xids_fail_naming_the_gpu_and_others_warn(monkeypatch):
+    _nvml(monkeypatch, BUSY)
+    monkeypatch.setattr(gpu_check, "read_kernel_xids", lambda: (parse_xids(KERNEL_LOG), ""))
+    out = run(gpu_check, {"expect_gpus": 8})
+    assert out.failed
+    assert ("GPU 3 (GPU-3, 00000000:1B:00.0): Xid 79 (GPU has fallen off the bus) 1 time(s) since boot, last: "
+            "pid=4242, name=python, GPU has fallen off the bus.") in out.result["msg"]
+    assert out.result["warnings_found"] == [
+        "GPU 1 (GPU-1, 00000000:19:00.0): Xid 13 (see NVIDIA's Xid catalog) 1 time(s) since boot, last: pid=77, "
+        "name=python, Graphics Exception: ESR 0x404600=0x80000002"]
+    assert [e["xid"] for e in out.result["xid_events"]] == [79, 13]
+    # an operator may accept 79 (e.g. while the GPU is being replaced) or turn the check off
+    assert not run(gpu_check, {"expect_gpus": 8, "fail_on_xid": [48]}).failed
+    assert not run(gpu_check, {"expect_gpus": 8, "check_xid": False}).failed
+
+
+def test_unreadable_kernel_log_is_a_warning(monkeypatch):
+    _nvml(monkeypatch, BUSY)
+    monkeypatch.setattr(gpu_check, "read_kernel_xids", lambda: (None, "no journalctl on this host"))
+    out = run(gpu_check, {})
+    assert not out.failed and out.result["warnings_found"] == ["Xid events not read: no journalctl on this host"]
