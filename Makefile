@@ -16,13 +16,14 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
+.PHONY: help deps venv image wheels demo demo-down doctor dashboard logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
 
 help:
 	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
+	@echo "make dashboard [INVENTORY=inventories/x]  SSH tunnel to the head's Ray dashboard; prints the URL"
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | bake | bench-converge | bench-collective"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
@@ -67,6 +68,9 @@ demo-down:
 INVENTORY ?= inventories/sandbox
 doctor: venv  ## SSH preflight of every inventory host: reachable, auth, sudo, python, OS
 	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.doctor -i $(INVENTORY)
+
+dashboard: venv  ## an SSH tunnel (host key verified) to the head's Ray dashboard and Jobs API; prints the URL
+	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.dashboard -i $(INVENTORY) $(DASHBOARD_ARGS)
 
 logs: venv  ## every node's Ray logs and the rayfleet units' journal -> artifacts/logs/<time>/
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/logs.yml -i $(INVENTORY)
