@@ -20,11 +20,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -134,6 +136,99 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
         nvml.nvmlShutdown()
 
 
+# --- AMD GPUs: the same facts through AMD's SMI tools (JSON output; no ROCm Python binding is assumed) ----------
+AMD_SMI_PATHS = ("/opt/rocm/bin/amd-smi", "/usr/bin/amd-smi")
+ROCM_SMI_PATHS = ("/opt/rocm/bin/rocm-smi", "/usr/bin/rocm-smi")
+
+
+def _first_tool(paths: tuple[str, ...], name: str) -> str | None:
+    for path in paths:
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which(name)
+
+
+def _mib(value: Any, unit: str = "B") -> int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0
+    return int(number * {"B": 1 / (1 << 20), "KB": 1 / 1024, "MB": 1, "MiB": 1, "GB": 1024, "GiB": 1024}.get(unit, 0))
+
+
+def parse_amd_smi(static: Any) -> NvmlReport:
+    """``amd-smi static --asic --bus --vram --driver --json`` (ROCm 6: a list of GPUs, or {"gpu_data": [...]})."""
+    gpus_data = static.get("gpu_data", []) if isinstance(static, dict) else static
+    report = NvmlReport(True)
+    for item in gpus_data or []:
+        asic, bus, vram = item.get("asic") or {}, item.get("bus") or {}, item.get("vram") or {}
+        size = vram.get("size")
+        memory = _mib(size.get("value"), size.get("unit", "MB")) if isinstance(size, dict) else _mib(size, "MB")
+        driver = item.get("driver") or {}
+        report.driver_version = report.driver_version or str(driver.get("version", ""))
+        report.gpus.append(Gpu(index=int(item.get("gpu", len(report.gpus))),
+                               uuid=str(asic.get("asic_serial") or item.get("uuid") or ""),
+                               name=str(asic.get("market_name") or asic.get("name") or ""),
+                               pci_bus_id=str(bus.get("bdf") or item.get("bdf") or ""), memory_total_mib=memory))
+    return report
+
+
+def parse_rocm_smi(data: dict[str, Any]) -> NvmlReport:
+    """``rocm-smi --showproductname --showbus --showuniqueid --showmeminfo vram --showdriverversion --json``."""
+    report = NvmlReport(True, driver_version=str((data.get("system") or {}).get("Driver version", "")))
+    cards = sorted((k for k in data if k.startswith("card")), key=lambda k: int(k[4:]) if k[4:].isdigit() else 0)
+    for i, key in enumerate(cards):
+        card = data[key]
+        report.gpus.append(Gpu(index=i, uuid=str(card.get("Unique ID", "")),
+                               name=str(card.get("Card series") or card.get("Card model") or ""),
+                               pci_bus_id=str(card.get("PCI Bus", "")),
+                               memory_total_mib=_mib(card.get("VRAM Total Memory (B)"), "B")))
+    return report
+
+
+def read_amd() -> NvmlReport:
+    """AMD GPUs through amd-smi (ROCm >= 6) or rocm-smi (older, Debian's 5.2); the reason when neither can."""
+    amd_smi = _first_tool(AMD_SMI_PATHS, "amd-smi")
+    rocm_smi = _first_tool(ROCM_SMI_PATHS, "rocm-smi")
+    if amd_smi:
+        cmd = [amd_smi, "static", "--asic", "--bus", "--vram", "--driver", "--json"]
+        parse = parse_amd_smi
+    elif rocm_smi:
+        cmd = [rocm_smi, "--showproductname", "--showbus", "--showuniqueid", "--showmeminfo", "vram",
+               "--showdriverversion", "--json"]
+        parse = parse_rocm_smi
+    else:
+        return NvmlReport(False, "no AMD SMI tool on this host (amd-smi or rocm-smi: run the rocm role)")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    text = proc.stdout.strip()
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    try:
+        data = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        data = None
+    if data is None:
+        why = (proc.stderr.strip() or text)[-300:] or f"exit {proc.returncode}"
+        return NvmlReport(False, f"{Path(cmd[0]).name} lists no AMD GPU here ({why})")
+    report = parse(data)
+    if not report.gpus:
+        return NvmlReport(False, f"{Path(cmd[0]).name} lists no AMD GPU here")
+    return report
+
+
+def read_gpus(vendor: str = "auto") -> tuple[str, NvmlReport]:
+    """(vendor, report): NVML for nvidia; the SMI tools for amd; auto tries NVML, then AMD's tools where present."""
+    if vendor == "amd":
+        return "amd", read_amd()
+    report = read_nvml()
+    if vendor == "auto" and not report.available and (
+            _first_tool(AMD_SMI_PATHS, "amd-smi") or _first_tool(ROCM_SMI_PATHS, "rocm-smi")):
+        amd = read_amd()
+        if amd.available:
+            return "amd", amd
+        return "amd", NvmlReport(False, f"{report.reason}; {amd.reason}")
+    return "nvidia", report
+
+
 def _nvlinks(nvml: Any, handle: Any, maybe) -> tuple[int, int] | None:
     """(links active, links present) of a GPU; None when it has no NVLink."""
     up = present = 0
@@ -162,9 +257,10 @@ def accelerator_type_matches(ray_type: str, gpu_name: str) -> bool:
     Ray derives the type from the model name (``NVIDIA H100 80GB HBM3`` -> ``H100``); a type that is not a word of
     the name means the node was started with another GPU or a hand-set resource.
     """
-    words = gpu_name.upper().replace("-", " ").split()
-    wanted = ray_type.upper()
-    return wanted in words
+    name = f" {' '.join(gpu_name.upper().replace('-', ' ').split())} "
+    wanted = f" {' '.join(ray_type.upper().replace('-', ' ').split())} "
+    # AMD types are the product name itself (AMD-Instinct-MI300X-OAM for "AMD Instinct MI300X"): either within the other
+    return wanted in name or (len(wanted.split()) > 1 and name in wanted)
 
 
 # --- Xid events: the driver's own error reports in the kernel log -------------------------------------------
@@ -323,12 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-driver", help="the oldest driver version accepted, e.g. 535.104")
     parser.add_argument("--no-xid", dest="xid", action="store_false",
                         help="skip reading Xid events from the kernel log")
+    parser.add_argument("--vendor", choices=["auto", "nvidia", "amd"], default="auto")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    report = read_nvml()
+    vendor, report = read_gpus(args.vendor)
     bad, warn = problems(report, expect=args.expect, ray_gpus=args.ray_gpus, expect_model=args.model,
                          min_driver=args.min_driver)
-    if args.xid and report.available and report.gpus:
+    if args.xid and vendor == "nvidia" and report.available and report.gpus:
         events, why_not = read_kernel_xids()
         if events is None:
             warn.append(f"Xid events not read: {why_not}")
@@ -337,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             bad += xid_bad
             warn += xid_warn
     if args.json:
-        print(json.dumps({**report.to_dict(), "problems": bad, "warnings": warn}, indent=2))
+        print(json.dumps({**report.to_dict(), "vendor": vendor, "problems": bad, "warnings": warn}, indent=2))
     else:
         print(format_table(report))
         for line in bad:

@@ -58,6 +58,14 @@ options:
     description: Fail on a GPU with fewer NVLink links up than its peers.
     type: bool
     default: true
+  vendor:
+    description:
+      - C(nvidia) reads NVML; C(amd) reads AMD's SMI tool (C(amd-smi static --json), or C(rocm-smi --json) on older
+        ROCm) for the count, model, UUID, PCI bus id, memory and driver version, compared with Ray the same way.
+      - C(auto) reads NVML, and AMD's tool where NVML is absent and the tool is installed.
+    type: str
+    choices: [auto, nvidia, amd]
+    default: auto
   check_xid:
     description:
       - Read this boot's kernel log (C(journalctl -k)) for the driver's Xid error reports and tie each to its GPU.
@@ -133,6 +141,10 @@ nvml_version:
   description: The NVML library's version (ends with the driver version when they match).
   returned: always
   type: str
+vendor:
+  description: Whose GPUs were read - C(nvidia) (NVML) or C(amd) (AMD's SMI tool).
+  returned: always
+  type: str
 xid_events:
   description: The driver's Xid reports in this boot's kernel log (bus_id, xid, detail), when O(check_xid).
   returned: when GPUs were read and the kernel log could be read
@@ -161,7 +173,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 
 try:
     from rayfleet.cluster import get_state, state_api_fetcher
-    from rayfleet.gpu import HARDWARE_XIDS, problems, read_kernel_xids, read_nvml, xid_findings
+    from rayfleet.gpu import HARDWARE_XIDS, problems, read_gpus, read_kernel_xids, xid_findings
     from rayfleet.raynode import auth_env
 except ImportError:
     pass  # reported by require_rayfleet()
@@ -181,6 +193,7 @@ def build_module():
             fail_on_ecc=dict(type="bool", default=True),
             check_nvlink=dict(type="bool", default=True),
             check_xid=dict(type="bool", default=True),
+            vendor=dict(type="str", default="auto", choices=["auto", "nvidia", "amd"]),
             fail_on_xid=dict(type="list", elements="int"),
         ),
         required_together=[("ray_address", "node_ip")],
@@ -199,8 +212,8 @@ def main():
     module = build_module()
     require_rayfleet(module)
     p = module.params
-    report = read_nvml()
-    result = dict(changed=False, **report.to_dict())
+    vendor, report = read_gpus(p["vendor"])
+    result = dict(changed=False, vendor=vendor, **report.to_dict())
     ray_gpus = ray_types = None
     if p["ray_address"]:
         try:
@@ -218,7 +231,7 @@ def main():
                          ray_gpus=ray_gpus if report.available else None, expect_model=p["expect_model"],
                          min_driver=p["min_driver"], fail_on_ecc=p["fail_on_ecc"], check_nvlink=p["check_nvlink"],
                          ray_accelerator_types=ray_types if report.available else None)
-    if p["check_xid"] and report.available and report.gpus:
+    if p["check_xid"] and vendor == "nvidia" and report.available and report.gpus:
         events, why_not = read_kernel_xids()
         if events is None:
             warn.append("Xid events not read: " + why_not)

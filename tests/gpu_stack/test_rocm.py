@@ -47,3 +47,16 @@ def test_smi_tool_runs_and_finds_no_gpu(host):
     assert out.rc != 127 and text.strip(), f"{DEBIAN['smi']} did not run: rc={out.rc} {text}"
     assert "Traceback" not in text, text
     assert "GPU[0]" not in text, f"an AMD GPU was listed on a host without one:\n{text}"
+
+
+def test_gpu_check_reads_the_amd_host_through_the_smi_tool(host):
+    """rayfleet.gpu (gpu_check's reader) on the AMD host: no NVML, so the SMI tool, which lists no GPU here."""
+    src = (ROOT / "library_py/rayfleet/gpu.py").read_text()
+    assert "RAYFLEET_EOF" not in src
+    for vendor in ("amd", "auto"):
+        cmd = host.run(f"python3 - --json --vendor {vendor} <<'RAYFLEET_EOF'\n{src}\nRAYFLEET_EOF")
+        assert cmd.rc == 0, cmd.stderr
+        report = json.loads(cmd.stdout)
+        assert report["vendor"] == "amd" and report["available"] is False and report["count"] == 0, report
+        assert "rocm-smi lists no AMD GPU here" in report["reason"], report["reason"]
+        assert "Traceback" not in report["reason"] and report["problems"] == []

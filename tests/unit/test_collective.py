@@ -198,7 +198,11 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
         "collective": {"ok": False, "problems": ["slow node(s): demo-worker2 (slow pairs: ...)"], "backend": "gloo",
                        "world_size": 3, "rows": rows, "large_bytes": 1 << 17, "peak_busbw_gbps": 1.5,
                        "min_busbw_gbps": None, "transport": {"network": "gloo/tcp"},
-                       "nodes": [{"name": "demo-head", "ip": "10.0.0.10", "ranks": [0], "gpu_ids": []}],
+                       "nodes": [{"name": "demo-head", "ip": "10.0.0.10", "ranks": [0], "gpu_ids": [],
+                                  "nccl": {"available": True, "version": "2.30.7", "socket_ifname": "=eth0",
+                                           "bootstrap": {"address": "10.0.0.10", "port": 40000}}},
+                                 {"name": "demo-worker1", "ip": "10.0.0.11", "ranks": [1], "gpu_ids": [],
+                                  "nccl": {"available": False, "reason": "no libnccl found"}}],
                        "pairs": [{"nodes": ["demo-head", "demo-worker2"], "busbw_gbps": 0.01, "size": 1 << 20}],
                        "pair_findings": {"slow_pairs": [{"nodes": ["demo-head", "demo-worker2"]}]}},
     }
@@ -212,6 +216,8 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
     assert "- demo-worker1: GPU 0 (GPU-1): PCIe link x8 of x16" in md
     assert "| demo-head | no: no NVIDIA driver on this host | 0 | 0 |" in md
     assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
+    assert "| demo-head | 10.0.0.10 | 0 | - | 2.30.7 (10.0.0.10, =eth0) |" in md
+    assert "| demo-worker1 | 10.0.0.11 | 1 | - | - |" in md
     assert "<span class='fail'>FAIL</span>" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -247,3 +247,47 @@ def test_an_xid_from_a_gpu_nvml_no_longer_lists_is_still_named():
     bad, warn = gpu.xid_findings(report, lost, set(gpu.HARDWARE_XIDS))
     assert bad == ["the GPU at 0000:99:00 (not listed by NVML now): Xid 79 (GPU has fallen off the bus) 1 time(s) "
                    "since boot, last: GPU has fallen off the bus."] and warn == []
+
+
+# AMD SMI outputs in the shapes AMD documents (amd-smi static --json of ROCm 6; rocm-smi --json of ROCm 5.x),
+# constructed from AMD's documentation - not recorded on an AMD GPU
+AMD_SMI_STATIC = [
+    {"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X", "asic_serial": "0x5F2C0D4A1A3B0000"},
+     "bus": {"bdf": "0000:0c:00.0"}, "vram": {"size": {"value": 196592, "unit": "MB"}},
+     "driver": {"name": "amdgpu", "version": "6.8.5"}},
+    {"gpu": 1, "asic": {"market_name": "AMD Instinct MI300X", "asic_serial": "0x5F2C0D4A1A3B0001"},
+     "bus": {"bdf": "0000:22:00.0"}, "vram": {"size": {"value": 196592, "unit": "MB"}},
+     "driver": {"name": "amdgpu", "version": "6.8.5"}},
+]
+ROCM_SMI = {
+    "card1": {"Card series": "Instinct MI210", "Card model": "0x0c34", "PCI Bus": "0000:83:00.0",
+              "Unique ID": "0x9a1b2c3d4e5f6071", "VRAM Total Memory (B)": "68702699520"},
+    "card0": {"Card series": "Instinct MI210", "Card model": "0x0c34", "PCI Bus": "0000:03:00.0",
+              "Unique ID": "0x9a1b2c3d4e5f6070", "VRAM Total Memory (B)": "68702699520"},
+    "system": {"Driver version": "6.1.0"},
+}
+
+
+def test_amd_smi_static_output_is_read():
+    for shape in (AMD_SMI_STATIC, {"gpu_data": AMD_SMI_STATIC}):
+        report = gpu.parse_amd_smi(shape)
+        assert report.driver_version == "6.8.5" and len(report.gpus) == 2
+        g = report.gpus[1]
+        assert (g.index, g.name, g.pci_bus_id, g.memory_total_mib) == (1, "AMD Instinct MI300X", "0000:22:00.0",
+                                                                       196592)
+    assert gpu.problems(report, expect=2, expect_model="MI300X", ray_accelerator_types=["AMD-Instinct-MI300X"],
+                        ray_gpus=2) == ([], [])
+
+
+def test_rocm_smi_output_is_read_in_card_order():
+    report = gpu.parse_rocm_smi(ROCM_SMI)
+    assert [g.pci_bus_id for g in report.gpus] == ["0000:03:00.0", "0000:83:00.0"]
+    assert report.gpus[0].memory_total_mib == 65520 and report.driver_version == "6.1.0"
+    assert report.gpus[0].uuid == "0x9a1b2c3d4e5f6070"
+
+
+def test_accelerator_types_match_words_not_substrings():
+    assert gpu.accelerator_type_matches("H100", "NVIDIA H100 80GB HBM3")
+    assert not gpu.accelerator_type_matches("H10", "NVIDIA H100 80GB HBM3")
+    assert gpu.accelerator_type_matches("AMD-Instinct-MI300X-OAM", "AMD Instinct MI300X")
+    assert not gpu.accelerator_type_matches("AMD-Instinct-MI250X", "AMD Instinct MI300X")

@@ -114,9 +114,8 @@ def markdown(data: dict, plot_note: str) -> str:
     if gpu_rows:
         out += ["## GPUs (NVML, per node)", "", "| " + " | ".join(GPU_HEAD) + " |", "|" + "---|" * len(GPU_HEAD)]
         out += ["| " + " | ".join(r) + " |" for r in gpu_rows] + [""]
-    out += ["## Nodes", "", "| name | IP | ranks | GPU ids |", "|---|---|---|---|"]
-    out += [f"| {n['name']} | {n['ip']} | {', '.join(map(str, n['ranks']))} | {', '.join(n['gpu_ids']) or '-'} |"
-            for n in c.get("nodes") or []]
+    out += ["## Nodes", "", "| " + " | ".join(NODE_HEAD) + " |", "|" + "---|" * len(NODE_HEAD)]
+    out += ["| " + " | ".join(r) + " |" for r in _node_rows(c)]
     out += ["", "## All-reduce sweep (all nodes)", "", "| " + " | ".join(ROW_HEAD) + " |",
             "|" + "---|" * len(ROW_HEAD)]
     out += ["| " + " | ".join(r) + " |" for r in _rows_table(c.get("rows") or [])]
@@ -128,6 +127,23 @@ def markdown(data: dict, plot_note: str) -> str:
     out += ["", "## Plot", "", plot_note or "![bus bandwidth vs message size](busbw.png)", "",
             f"Versions: {json.dumps(c.get('versions') or {})}. Raw result: `result.json`.", ""]
     return "\n".join(out)
+
+
+NODE_HEAD = ["name", "IP", "ranks", "GPU ids", "NCCL (bootstrap address, NCCL_SOCKET_IFNAME)"]
+
+
+def _nccl_cell(node: dict) -> str:
+    probe = node.get("nccl") or {}
+    if not probe.get("available"):
+        return "-"
+    boot = probe.get("bootstrap") or {}
+    where = boot.get("address") or f"bootstrap failed: {boot.get('error', '?')}"
+    return f"{probe.get('version', '?')} ({where}, {probe.get('socket_ifname') or 'unset'})"
+
+
+def _node_rows(c: dict) -> list[list[str]]:
+    return [[n["name"], n["ip"], ", ".join(map(str, n["ranks"])), ", ".join(n["gpu_ids"]) or "-", _nccl_cell(n)]
+            for n in c.get("nodes") or []]
 
 
 def _table_html(head: list[str], rows: list[list[str]]) -> str:
@@ -153,10 +169,7 @@ def html_report(data: dict, plot_note: str) -> str:
         parts.append("<h2>Problems</h2><ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in problems) + "</ul>")
     if _gpu_rows(data):
         parts.append("<h2>GPUs (NVML, per node)</h2>" + _table_html(GPU_HEAD, _gpu_rows(data)))
-    parts.append("<h2>Nodes</h2>" + _table_html(
-        ["name", "IP", "ranks", "GPU ids"],
-        [[n["name"], n["ip"], ", ".join(map(str, n["ranks"])), ", ".join(n["gpu_ids"]) or "-"]
-         for n in c.get("nodes") or []]))
+    parts.append("<h2>Nodes</h2>" + _table_html(NODE_HEAD, _node_rows(c)))
     parts.append("<h2>All-reduce sweep (all nodes)</h2>" + _table_html(ROW_HEAD, _rows_table(c.get("rows") or [])))
     if c.get("pairs"):
         parts.append("<h2>Node pairs</h2>" + _table_html(

@@ -14,7 +14,7 @@ def _quiet_kernel_log(monkeypatch):
 
 
 def _nvml(monkeypatch, report):
-    monkeypatch.setattr(gpu_check, "read_nvml", lambda: report)
+    monkeypatch.setattr(gpu_check, "read_gpus", lambda vendor: ("nvidia", report))
 
 
 def _ray(monkeypatch, gpus, types=("H100",)):
@@ -88,3 +88,18 @@ def test_unreadable_kernel_log_is_a_warning(monkeypatch):
     monkeypatch.setattr(gpu_check, "read_kernel_xids", lambda: (None, "no journalctl on this host"))
     out = run(gpu_check, {})
     assert not out.failed and out.result["warnings_found"] == ["Xid events not read: no journalctl on this host"]
+
+
+MI300X = NvmlReport(True, driver_version="6.8.5", gpus=[
+    Gpu(i, f"0x{0x5f2c0d4a1a3b00 + i:x}", "AMD Instinct MI300X", pci_bus_id=f"0000:{0x0c + 0x10 * i:02x}:00.0",
+        memory_total_mib=196592) for i in range(8)])
+
+
+def test_amd_gpus_are_checked_against_ray_the_same_way(monkeypatch):
+    monkeypatch.setattr(gpu_check, "read_gpus", lambda vendor: ("amd", MI300X))
+    _ray(monkeypatch, 8.0, types=("AMD-Instinct-MI300X",))
+    ok = run(gpu_check, dict(RAY, expect_gpus=8, expect_model="MI300X"))
+    assert not ok.failed and ok.result["vendor"] == "amd" and "xid_events" not in ok.result
+    _ray(monkeypatch, 8.0, types=("AMD-Instinct-MI250X",))
+    bad = run(gpu_check, RAY)
+    assert bad.failed and "accelerator_type:AMD-Instinct-MI250X" in bad.result["msg"]
