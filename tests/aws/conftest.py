@@ -8,49 +8,27 @@ botocore and the amazon.aws plugins reach it through AWS_URL / AWS_ENDPOINT_URL 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from motoserver import moto_server  # noqa: E402
+
 BIN = Path(sys.executable).parent
 REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory):
-    server = shutil.which("moto_server", path=str(BIN)) or shutil.which("moto_server")
-    assert server, "moto_server not found: run 'make venv' (moto[server] is in requirements-dev.txt)"
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)  # loopback only
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"moto_server did not start on {url}: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture()

@@ -8,14 +8,14 @@ the last checkpoint it reads back from the store. Runs last but one: the cluster
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from conftest import (
     RAY,
     ROOT,
@@ -28,6 +28,7 @@ from conftest import (
     podman,
     wait_for_cluster,
 )
+from motoserver import moto_server
 
 BUCKET = "rayfleet-checkpoints"
 SECRET = "s3cr3t-rayfleet-ckpt-0123456789"
@@ -73,29 +74,11 @@ def gateway() -> str:
 
 @pytest.fixture(scope="module")
 def s3_url(tmp_path_factory):
-    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
-    assert server, "moto_server not found: run 'make venv' (moto[server] is in requirements-dev.txt)"
-    address = gateway()
-    with __import__("socket").socket() as s:
-        s.bind((address, 0))
-        port = s.getsockname()[1]
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([server, "-H", address, "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://{address}:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"moto_server did not start on {url}: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        with moto_server(tmp_path_factory.mktemp("moto") / "moto.log", host=gateway()) as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 def s3(url):
