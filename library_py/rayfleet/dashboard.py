@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import shlex
 import socket
@@ -75,7 +76,7 @@ def probe(url: str, token: str | None = None, timeout: float = 2.0) -> tuple[int
                 return resp.status, {}
     except urllib.error.HTTPError as exc:
         return exc.code, {}
-    except OSError:
+    except (OSError, http.client.HTTPException):  # the tunnel still coming up: accepted, then dropped
         return None, {}
 
 
@@ -91,6 +92,17 @@ def open_tunnel(cmd: list[str], url: str, wait_s: float,
             break
         time.sleep(0.3)
     return proc, status, body
+
+
+def stop(proc: subprocess.Popen) -> str:
+    """End the tunnel: SIGTERM, then SIGKILL after 3 s (ssh can linger on an open forwarded channel); its stderr."""
+    proc.terminate()
+    try:
+        _out, err = proc.communicate(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate()
+    return err or ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
               "ray_version": body.get("ray_version", ""), "ssh": shlex.join(cmd),
               "ok": status == 200 or (status == 401 and not token)}
     if not result["ok"]:
-        proc.terminate()
-        _out, err = proc.communicate(timeout=10)
+        err = stop(proc)
         result["error"] = (
             f"the dashboard refused the token in {token_file} (HTTP {status})" if status in (401, 403) else
             f"the dashboard answered HTTP {status}" if status is not None else
@@ -134,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if not result["ok"]:
         return 1
     if args.check:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         return 0
     if not args.json:
         print(f"Jobs API: RAY_ADDRESS={url} ray job submit ...", end="")
@@ -144,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
         return 0
 
 

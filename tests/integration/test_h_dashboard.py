@@ -32,6 +32,6 @@ def test_a_wrong_token_is_refused_and_said_so(tmp_path):
     wrong = tmp_path / "token"
     wrong.write_text("0" * 64 + "\n")
     proc = dashboard("--token-file", str(wrong))
-    assert proc.returncode == 1
+    assert proc.returncode == 1 and proc.stdout.strip(), proc.stdout + proc.stderr
     found = json.loads(proc.stdout)
     assert not found["ok"] and found["error"].startswith(f"the dashboard refused the token in {wrong} (HTTP 40")
