@@ -3,6 +3,7 @@
 through rayfleet.nccl and a torch.distributed all-reduce, and Ray's view of the GPUs. They need only python3 with
 torch, nvidia-ml-py and pytest (ray where installed); on a host without an NVIDIA GPU each skips, saying so."""
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# torch numbers GPUs as NVML and nvidia-smi do only in PCI bus order; set before CUDA starts
+os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 if str(ROOT / "library_py") not in sys.path:
     sys.path.insert(0, str(ROOT / "library_py"))
 

@@ -20,6 +20,9 @@ TOKEN_PATH = "/etc/rayfleet/auth-token"
 # Ray's CLI as the Ray service user, with the cluster's token (Ray token authentication is on by default)
 RAY = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
 RAY_NO_TOKEN = f"{VENV}/bin/ray"
+# The venv's python as the Ray service user, with the token (for rayfleet.collective and friends run by hand)
+PYTHON_AS_RAY = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
+                 f"{VENV}/bin/python")
 SANDBOX = os.environ.get("RAYFLEET_SANDBOX", "molecule")
 CONTAINERS_CONF = str(ROOT / "sandbox" / "containers.conf")
 

@@ -11,9 +11,9 @@ import subprocess
 
 import yaml
 from conftest import (
+    PYTHON_AS_RAY,
     ROOT,
     SANDBOX,
-    TOKEN_PATH,
     VENV,
     ansible_env,
     container,
@@ -27,8 +27,6 @@ from conftest import (
 )
 
 TORCH = yaml.safe_load((ROOT / "roles/pytorch/defaults/main.yml").read_text())["pytorch_version"]
-PYTHON_AS_RAY = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
-                 f"{VENV}/bin/python")
 
 
 def preflight(report_dir, *extra: str) -> subprocess.CompletedProcess:

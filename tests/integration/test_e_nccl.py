@@ -11,9 +11,9 @@ import subprocess
 
 import yaml
 from conftest import (
+    PYTHON_AS_RAY,
     ROOT,
     SANDBOX,
-    TOKEN_PATH,
     VENV,
     ansible_env,
     container,
@@ -28,8 +28,6 @@ from conftest import (
 )
 
 PINNED = yaml.safe_load((ROOT / "inventories/sandbox/group_vars/all/nccl.yml").read_text())["nccl_wheel_version"]
-PYTHON_AS_RAY = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
-                 f"{VENV}/bin/python")
 
 
 def interface_of(host, address: str) -> str:
