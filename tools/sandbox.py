@@ -10,6 +10,8 @@ and logs in as ``debian`` with a key made for the sandbox, like a cloud image.
 Examples:
   tools/sandbox.py image                      # build localhost/rayfleet-debian12 once
   tools/sandbox.py up --name demo --workers 2 # start head + 2 workers, print JSON
+  tools/sandbox.py up --name demo --submit    # ... and a submit host (group ray_submit, not a Ray node)
+  tools/sandbox.py rm --name demo --host submit  # remove one host
   tools/sandbox.py list --name demo           # Ansible inventory JSON (used by inventories/sandbox)
   tools/sandbox.py down --name demo           # remove containers, network and keys
 """
@@ -162,9 +164,11 @@ class Sandbox:
         nets = json.loads(proc.stdout)[0]["NetworkSettings"]["Networks"]
         return nets[self.network]["IPAddress"]
 
-    def up(self, workers: int, image: str = IMAGE, launch: bool = False) -> list[dict]:
+    def up(self, workers: int, image: str = IMAGE, launch: bool = False, submit: bool = False) -> list[dict]:
         """Start the head and N workers. ``launch``: hosts of a baked rayfleet image get their launch file and
-        the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot."""
+        the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot.
+        ``submit``: also a submit host (a user's machine that is not a Ray node, group ray_submit), from the
+        bare image, at the address just below the head's."""
         if image == IMAGE:
             build_image()
         elif not image_exists(image):
@@ -186,6 +190,9 @@ class Sandbox:
             if self.container(host) not in existing:
                 files = self.launch_files(group, head_ip) if launch else {}
                 self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files)
+        if submit and self.container("submit") not in existing:
+            self._run_container("submit", "ray_submit", str(subnet.network_address + FIRST_HOST_OFFSET - 1))
+            wanted.append(("submit", "ray_submit"))
         for host, _group in wanted:
             if self.container(host) not in existing:
                 self._prepare(self.container(host))
@@ -202,6 +209,15 @@ class Sandbox:
             if subnet.version == 4:
                 return subnet
         raise SandboxError(f"network {self.network} has no IPv4 subnet; remove it with 'podman network rm'")
+
+    def gateway(self) -> str:
+        """The sandbox network's gateway (this machine, as the hosts see it)."""
+        info = json.loads(podman("network", "inspect", self.network, "--format", "json").stdout)
+        nets = info if isinstance(info, list) else [info]
+        for net in nets[0].get("subnets") or []:
+            if ipaddress.ip_network(net["subnet"]).version == 4:
+                return net.get("gateway") or str(ipaddress.ip_network(net["subnet"]).network_address + 1)
+        raise SandboxError(f"network {self.network} has no IPv4 subnet")
 
     def launch_files(self, group: str, head_ip: str) -> dict[str, str]:
         """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h)."""
@@ -251,6 +267,10 @@ class Sandbox:
             if time.monotonic() > deadline:
                 raise SandboxError(f"{cname}: systemd did not reach 'running' in 60 s (state {state!r})")
             time.sleep(0.5)
+        # A host re-made at an address the machine knew keeps its old MAC in the machine's neighbour cache for
+        # a while (SSH then times out): one packet to the gateway makes the container ARP, which updates it.
+        podman("exec", cname, "python3", "-c", "import socket, sys; socket.socket(socket.AF_INET, "
+               "socket.SOCK_DGRAM).sendto(b'', (sys.argv[1], 9))", self.gateway(), check=False)
         pub = self.key.with_suffix(".pub").read_text()
         ssh_dir = f"/home/{LOGIN_USER}/.ssh"
         script = (
@@ -275,6 +295,12 @@ class Sandbox:
             keytype, key = proc.stdout.split()[:2]
             lines.append(f"{h['address']} {keytype} {key}\n")
         self.known_hosts.write_text("".join(lines))
+
+    def remove(self, host: str) -> None:
+        """Remove one host (its container; the rest of the sandbox stays)."""
+        podman("rm", "--force", "--ignore", "--time", "5", self.container(host))
+        self.forget_facts()
+        self._write_known_hosts()
 
     def refresh(self) -> None:
         """Re-read addresses after a container restart (podman keeps them, but be sure)."""
@@ -309,7 +335,8 @@ class Sandbox:
         """Ansible dynamic-inventory JSON for this sandbox's running hosts."""
         inv: dict = {"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}, "ray_worker": {"hosts": []},
                      "sandbox": {"children": ["ray_head", "ray_worker"]}, "nfs_server": {"hosts": []},
-                     "gpu": {"hosts": []}}  # the sandbox's hosts have no GPU
+                     "gpu": {"hosts": []},  # the sandbox's hosts have no GPU
+                     "ray_submit": {"hosts": []}}  # a user's machine that submits jobs (up --submit)
         ssh_args = f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
         for h in self.hosts():
             inv[h["group"]]["hosts"].append(h["host"])
@@ -330,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("image", help="build the Debian 12 systemd host image")
     p.add_argument("--force", action="store_true", help="rebuild even if it exists")
-    for cmd in ("up", "down", "list", "hosts"):
+    for cmd in ("up", "down", "rm", "list", "hosts"):
         p = sub.add_parser(cmd)
         p.add_argument("--name", default=os.environ.get("RAYFLEET_SANDBOX", "demo"))
         if cmd == "up":
@@ -338,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--image", default=IMAGE, help="host image (default: the bare Debian 12 image)")
             p.add_argument("--launch", action="store_true",
                            help="baked rayfleet image: write each host's launch file and token before it boots")
+            p.add_argument("--submit", action="store_true", help="also a submit host (group ray_submit)")
+        if cmd == "rm":
+            p.add_argument("--host", required=True, help="the host to remove (head, worker1, submit, ...)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "image":
@@ -347,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "up":
             if args.workers < 0:
                 raise SandboxError(f"--workers must be >= 0, got {args.workers}")
-            print(json.dumps(sb.up(args.workers, image=args.image, launch=args.launch), indent=2))
+            print(json.dumps(sb.up(args.workers, image=args.image, launch=args.launch, submit=args.submit),
+                             indent=2))
+        elif args.cmd == "rm":
+            sb.remove(args.host)
         elif args.cmd == "down":
             sb.down()
         elif args.cmd == "hosts":
