@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run by the ray role's validate step with the host's python: the Ray clusters this host already belongs to.
+
+Reads every /etc/rayfleet/ray[-<name>]-<role>.json (the settings rayfleet.cluster.ray_node writes) and the
+requirements recorded in each one's venv; prints a JSON list. Only reads. Usage: python clusters_probe.py [DIR]
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+NAME = re.compile(r"^ray(?:-(?P<name>[a-z0-9][a-z0-9-]*))?-(?P<role>head|worker)\.json$")
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "/etc/rayfleet"
+    found = []
+    for path in sorted(glob.glob(os.path.join(root, "ray*-*.json"))):
+        match = NAME.match(os.path.basename(path))
+        if not match:
+            continue
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as exc:
+            found.append({"path": path, "name": match["name"] or "", "role": match["role"], "error": str(exc)})
+            continue
+        venv = os.path.dirname(os.path.dirname(data.get("ray_bin") or ""))
+        try:
+            with open(os.path.join(venv, ".rayfleet-requirements")) as f:
+                requirements = f.read()
+        except OSError:
+            requirements = ""
+        found.append({
+            "path": path, "name": match["name"] or "", "role": match["role"],
+            "head_address": data.get("head_address") or "", "node_ip": data.get("node_ip") or "",
+            "ports": data.get("ports") or {}, "temp_dir": data.get("temp_dir") or "", "venv": venv,
+            "requirements": requirements,
+        })
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Two Ray clusters on the same sandbox hosts: the first (unnamed) and "teamb" (tests/integration/files/teamb.yml:
+its own ports, token, temp dir, units and firewall table). Each sees only its own 3 nodes; a port of the first or
+a head other than teamb's fails before anything changes; down.yml for teamb leaves the first cluster running."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+import yaml
+from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, inventory_ips, node_ip, ray_nodes
+from testinfra import get_host
+
+TEAMB = ROOT / "tests/integration/files/teamb.yml"
+B = yaml.safe_load(TEAMB.read_text())
+
+
+def play(playbook: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", playbook, "-i", "inventories/sandbox", "-e", f"@{TEAMB}", *extra],
+                          cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+
+
+def teamb_nodes(head) -> list[dict]:
+    cmd = head.run(f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token "
+                   f"RAY_AUTH_TOKEN_PATH=/etc/rayfleet/auth-token-teamb {VENV}/bin/ray list nodes "
+                   "--format json --limit 100 "
+                   f"--address http://{node_ip(head)}:{B['ray_dashboard_port']}")
+    assert cmd.rc == 0, cmd.stderr
+    return json.loads(cmd.stdout)
+
+
+def alive_ids(nodes: list[dict]) -> set[str]:
+    return {n["node_id"] for n in nodes if n["state"] == "ALIVE"}
+
+
+def changed(proc: subprocess.CompletedProcess) -> int:
+    return sum(int(n) for n in re.findall(r"changed=(\d+)", proc.stdout))
+
+
+@pytest.fixture(scope="module")
+def two_clusters(request):
+    head = head_host(request)
+    first = alive_ids(ray_nodes(head, node_ip(head)))
+    for playbook in ("playbooks/firewall.yml", "playbooks/ray.yml"):
+        proc = play(playbook)
+        assert proc.returncode == 0, f"{playbook}:\n{proc.stdout[-4000:]}"
+    return head, first
+
+
+def test_each_cluster_sees_its_own_nodes_only(two_clusters, request):
+    head, first = two_clusters
+    ips = sorted(inventory_ips(request).values())
+    b_nodes = [n for n in teamb_nodes(head) if n["state"] == "ALIVE"]
+    assert sorted(n["node_ip"] for n in b_nodes) == ips
+    assert alive_ids(ray_nodes(head, node_ip(head))) == first, "the first cluster's nodes changed"
+    assert not alive_ids(b_nodes) & first
+    assert {n["resources_total"].get("CPU") for n in b_nodes} == {float(B["ray_num_cpus"])}
+
+
+def test_names_keep_units_files_and_firewall_apart(two_clusters, request):
+    head, _ = two_clusters
+    for name in inventory_ips(request):
+        role = "head" if name.endswith("-head") else "worker"
+        host = head if role == "head" else get_host(f"ansible://{name}",
+                                                    ansible_inventory=request.config.option.ansible_inventory)
+        assert host.run(f"systemctl is-active ray-{role}.service ray-teamb-{role}.service").stdout.split() == [
+            "active", "active"], name
+        assert host.run("sudo stat -c '%U %a' /etc/rayfleet/auth-token-teamb").stdout.strip() == "rayfleet 600"
+        settings = json.loads(host.check_output(f"cat /etc/rayfleet/ray-teamb-{role}.json"))
+        assert settings["temp_dir"] == "/tmp/ray-teamb" and settings["ports"]["gcs"] == B["ray_gcs_port"]
+        tables = host.check_output("sudo nft list tables")
+        assert "table inet rayfleet\n" in tables + "\n" and "table inet rayfleet_teamb" in tables, tables
+    a = head.check_output("sudo cat /etc/rayfleet/auth-token")
+    b = head.check_output("sudo cat /etc/rayfleet/auth-token-teamb")
+    assert a and b and a != b, "the two clusters share a token"
+
+
+def test_a_port_of_the_other_cluster_fails_before_anything_changes(two_clusters):
+    head, first = two_clusters
+    before = alive_ids(teamb_nodes(head))
+    proc = play("site.yml", "--tags", "ray", "-e", "ray_gcs_port=6379")
+    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
+    words = "port(s) 6379 are also cluster (unnamed)'s on this host (/etc/rayfleet/ray-"
+    assert words in proc.stdout, proc.stdout[-3000:]
+    assert alive_ids(teamb_nodes(head)) == before and alive_ids(ray_nodes(head, node_ip(head))) == first
+
+
+def test_a_second_cluster_claiming_the_name_fails_before_anything_changes(two_clusters, request):
+    head, _ = two_clusters
+    other_head = inventory_ips(request)[f"{SANDBOX}-worker1"]
+    proc = play("site.yml", "--tags", "ray", "-e", f"ray_head_address={other_head}")
+    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
+    assert (f"the name is already the cluster whose head is {node_ip(head)}:{B['ray_gcs_port']}" in proc.stdout
+            and "another cluster claims this name" in proc.stdout), proc.stdout[-3000:]
+
+
+def test_down_for_one_cluster_leaves_the_other(two_clusters, request):
+    head, first = two_clusters
+    proc = play("playbooks/down.yml", "--tags", "ray")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert head.run("systemctl is-active ray-teamb-head.service").stdout.strip() == "inactive"
+    assert head.run("pgrep -u rayfleet -f /tmp/ray-teamb/").rc == 1
+    assert alive_ids(ray_nodes(head, node_ip(head))) == first

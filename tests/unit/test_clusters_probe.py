@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""roles/ray/files/clusters_probe.py: the clusters a host already belongs to, read from its settings files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = Path(__file__).resolve().parents[2] / "roles/ray/files/clusters_probe.py"
+
+
+def probe(root: Path) -> list[dict]:
+    out = subprocess.run([sys.executable, str(PROBE), str(root)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_names_roles_ports_and_venv_requirements(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".rayfleet-requirements").write_text("ray[default]==2.60.0\n")
+    settings = {"ray_bin": str(venv / "bin/ray"), "node_ip": "10.0.0.11", "head_address": "10.0.0.10:6379",
+                "ports": {"gcs": 6379}, "temp_dir": "/tmp/ray"}
+    (tmp_path / "ray-worker.json").write_text(json.dumps(settings))
+    (tmp_path / "ray-team-b-head.json").write_text(json.dumps(dict(settings, head_address=None, temp_dir="/tmp/x")))
+    (tmp_path / "ray-teamc-worker.json").write_text("{broken")
+    (tmp_path / "nccl.json").write_text("{}")
+    (tmp_path / "ray-head.json.bak").write_text("{}")
+    found = {(c["name"], c["role"]): c for c in probe(tmp_path)}
+    assert sorted(found) == [("", "worker"), ("team-b", "head"), ("teamc", "worker")]
+    assert found[("", "worker")]["head_address"] == "10.0.0.10:6379"
+    assert found[("", "worker")]["venv"] == str(venv)
+    assert found[("", "worker")]["requirements"] == "ray[default]==2.60.0\n"
+    assert found[("team-b", "head")]["head_address"] == "" and found[("team-b", "head")]["temp_dir"] == "/tmp/x"
+    assert "error" in found[("teamc", "worker")]
+
+
+def test_a_host_without_rayfleet_has_no_clusters(tmp_path):
+    assert probe(tmp_path / "missing") == []
