@@ -90,7 +90,8 @@ def s3(url):
 
 @pytest.fixture(scope="module")
 def store(s3_url, tmp_path_factory):
-    """site.yml's storage, ray and ml stages with the store on (workers get a 'trainer' resource)."""
+    """site.yml's checkpoint store (storage and ml stages) and ray stage with the store on (workers get a 'trainer'
+    resource)."""
     extra = tmp_path_factory.mktemp("vars") / "checkpoint.json"
     extra.write_text(json.dumps({
         "checkpoint_store_backend": "s3", "checkpoint_store_bucket": BUCKET,
@@ -99,9 +100,9 @@ def store(s3_url, tmp_path_factory):
         "ray_resources": "{{ {} if inventory_hostname in groups['ray_head'] else {'trainer': 1} }}",
     }))
     extra.chmod(0o600)
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", "--tags", "storage,ray,ml",
-                           "-e", f"@{extra}"], cwd=ROOT, env=ansible_env(), capture_output=True, text=True,
-                          check=False, timeout=900)
+    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox",
+                           "--tags", "checkpoint_store,ray", "-e", f"@{extra}"],
+                          cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=900)
     return proc
 
 

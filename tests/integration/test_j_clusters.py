@@ -61,7 +61,7 @@ def test_each_cluster_sees_its_own_nodes_only(two_clusters, request):
 
 
 def test_names_keep_units_files_and_firewall_apart(two_clusters, request):
-    head, _ = two_clusters
+    head = two_clusters[0]
     for name in inventory_ips(request):
         role = "head" if name.endswith("-head") else "worker"
         host = head if role == "head" else get_host(f"ansible://{name}",
@@ -89,7 +89,7 @@ def test_a_port_of_the_other_cluster_fails_before_anything_changes(two_clusters)
 
 
 def test_a_second_cluster_claiming_the_name_fails_before_anything_changes(two_clusters, request):
-    head, _ = two_clusters
+    head = two_clusters[0]
     other_head = inventory_ips(request)[f"{SANDBOX}-worker1"]
     proc = play("site.yml", "--tags", "ray", "-e", f"ray_head_address={other_head}")
     assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
