@@ -115,12 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="open the tunnel, check the dashboard answers, close")
     parser.add_argument("--wait", type=float, default=20.0, help="seconds to wait for the dashboard to answer")
     parser.add_argument("--token-file", type=Path,
-                        help="the cluster's Ray token (default: <inventory>/credentials/ray_auth_token, if present)")
+                        help="the cluster's Ray token (default: <inventory>/credentials/ray_auth_token, or "
+                             "ray_auth_token-<name> for a cluster with a ray_cluster_name, if present)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    token_file = args.token_file or Path(args.inventory[0]) / "credentials" / "ray_auth_token"
+    inventory = load_inventory(args.inventory)
+    head, host, port = head_of(inventory)
+    name = str(inventory.get("_meta", {}).get("hostvars", {}).get(head.name, {}).get("ray_cluster_name") or "")
+    token_file = args.token_file or Path(args.inventory[0]) / "credentials" / (
+        "ray_auth_token" + (f"-{name}" if name else ""))
     token = token_file.read_text().strip() if token_file.is_file() else None
-    head, host, port = head_of(load_inventory(args.inventory))
     local = args.local_port or free_port()
     url = f"http://127.0.0.1:{local}"
     cmd = ssh_command(head, host, port, local)
