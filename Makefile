@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: help deps venv image wheels demo demo-down doctor dashboard logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
 
 help:
-	@echo "make demo [WORKERS=N]  local Ray cluster on podman hosts (make demo-down removes it)"
+	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
 	@echo "make test              lint + sanity + unit + molecule, with per-stage durations"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
@@ -58,7 +58,7 @@ wheels: venv
 	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl
 
 demo: deps venv image wheels
-	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) > /dev/null
+	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) $(if $(SUBMIT),--submit) > /dev/null
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook site.yml -i inventories/sandbox
 	@RAYFLEET_SANDBOX=$(SANDBOX) tools/summary.py
 

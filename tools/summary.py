@@ -38,13 +38,19 @@ def main() -> int:
     if proc.returncode != 0:
         print(f"sandbox {sb.name}: could not read the cluster from {head['host']}:\n{proc.stderr}", file=sys.stderr)
         return 1
-    print(f"\nRay cluster '{sb.name}' ({len(hosts)} hosts), as Ray's state API reports it:\n")
+    nodes = [h for h in hosts if h["group"] in ("ray_head", "ray_worker")]
+    submit = next((h for h in hosts if h["group"] == "ray_submit"), None)
+    print(f"\nRay cluster '{sb.name}' ({len(nodes)} hosts), as Ray's state API reports it:\n")
     print(proc.stdout.rstrip())
     print(f"\n  dashboard:  {dashboard}")
     print(f"  shell:      {' '.join(ssh)}")
     print(f"  a job:      {' '.join(ssh)} sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
           f"/opt/rayfleet/venv/bin/ray job submit --address {dashboard} "
           "-- python -c \"'import ray; ray.init(); print(ray.cluster_resources())'\"")
+    if submit:
+        print(f"  submit host: podman exec -it --user debian -w /home/debian {submit['container']} "
+              "/home/debian/.local/bin/ray-rayfleet job submit -- python -c \"import ray; ray.init(); "
+              "print(ray.cluster_resources())\"   (through its SSH tunnel)")
     print(f"  the token:  {sb.dir / 'ray_auth_token'} (Ray token authentication is on)")
     print(f"  remove it:  make demo-down SANDBOX={sb.name}\n")
     return 0
