@@ -200,24 +200,23 @@ class Sandbox:
         self._write_known_hosts()
         return self.hosts()
 
-    def subnet(self) -> ipaddress.IPv4Network:
-        """The sandbox network's IPv4 subnet (podman picks a free one when the network is created)."""
-        info = json.loads(podman("network", "inspect", self.network, "--format", "json").stdout)
-        nets = info if isinstance(info, list) else [info]
-        for net in nets[0].get("subnets") or []:
-            subnet = ipaddress.ip_network(net["subnet"])
-            if subnet.version == 4:
-                return subnet
-        raise SandboxError(f"network {self.network} has no IPv4 subnet; remove it with 'podman network rm'")
-
-    def gateway(self) -> str:
-        """The sandbox network's gateway (this machine, as the hosts see it)."""
+    def _ipv4(self) -> dict:
+        """The sandbox network's IPv4 entry (subnet, gateway) as podman reports it."""
         info = json.loads(podman("network", "inspect", self.network, "--format", "json").stdout)
         nets = info if isinstance(info, list) else [info]
         for net in nets[0].get("subnets") or []:
             if ipaddress.ip_network(net["subnet"]).version == 4:
-                return net.get("gateway") or str(ipaddress.ip_network(net["subnet"]).network_address + 1)
-        raise SandboxError(f"network {self.network} has no IPv4 subnet")
+                return net
+        raise SandboxError(f"network {self.network} has no IPv4 subnet; remove it with 'podman network rm'")
+
+    def subnet(self) -> ipaddress.IPv4Network:
+        """The sandbox network's IPv4 subnet (podman picks a free one when the network is created)."""
+        return ipaddress.ip_network(self._ipv4()["subnet"])
+
+    def gateway(self) -> str:
+        """The sandbox network's gateway (this machine, as the hosts see it)."""
+        net = self._ipv4()
+        return net.get("gateway") or str(ipaddress.ip_network(net["subnet"]).network_address + 1)
 
     def launch_files(self, group: str, head_ip: str) -> dict[str, str]:
         """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h)."""

@@ -49,14 +49,3 @@ def test_cli_bad_input_is_a_usage_error(tmp_path, capsys, content, alive, words)
     assert main(["--state", str(state), "--max-age", "60", "--alive-json", alive]) == 2
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert result["ok"] is False and words in result["message"]
-
-
-def test_submit_wrapper_passes_the_command_after_dashes_whole():
-    from pathlib import Path
-
-    from rayfleet.submit import playbook_argv
-
-    argv = playbook_argv(["-e", "submit_id=x", "--", "python", "train.py", "--lr", "3e-4 x"], Path("/v/bin"))
-    assert argv[:4] == ["/v/bin/ansible-playbook", "rayfleet.cluster.submit", "-e", "submit_id=x"]
-    assert json.loads(argv[-1]) == {"submit_entrypoint": "python train.py --lr '3e-4 x'"}
-    assert playbook_argv(["-e", "submit_entrypoint=true"], Path("/v/bin"))[2:] == ["-e", "submit_entrypoint=true"]
