@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image wheels demo demo-down doctor dashboard logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test lint sanity unit aws gpu-stack molecule bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -41,6 +41,11 @@ $(VENV)/.installed: requirements-dev.txt
 
 image: deps
 	tools/sandbox.py image
+
+# The Ray node image of containerized nodes (images/ray-node on the sandbox host image, Ray at the ray role's
+# version) in two tags, saved in .cache/images/ for the ray role to load (ray_container_image_archive)
+node-image: image venv
+	tools/sandbox.py node-image
 
 # The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.
 # pip takes it from a local mirror where one is configured (find-links), else from the index.
@@ -101,7 +106,7 @@ bench-gpu:  ## gpu_check's NVML reading vs an nvidia-smi subprocess -> artifacts
 aws: venv  ## AWS inventory and AMI paths against moto's server on loopback (no AWS account, no traffic out)
 	pytest -q -p no:cacheprovider tests/aws
 
-molecule: deps venv image wheels
+molecule: deps venv image wheels node-image
 	molecule test
 
 gpu-stack: deps venv image  ## the GPU-stack roles on a sandbox host without a GPU (Debian non-free driver)

@@ -14,6 +14,7 @@ Examples:
   tools/sandbox.py rm --name demo --host submit  # remove one host
   tools/sandbox.py list --name demo           # Ansible inventory JSON (used by inventories/sandbox)
   tools/sandbox.py down --name demo           # remove containers, network and keys
+  tools/sandbox.py node-image                 # Ray node image (images/ray-node) + its archive, for ray_runtime: container
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ GROUP_LABEL = "io.rayfleet.group"
 LOGIN_USER = "debian"
 FIRST_HOST_OFFSET = 10  # head at .10, workers at .11, .12, ... of the sandbox subnet
 IMAGE_PACKAGES = "python3,openssh-server,systemd,systemd-sysv,sudo,iproute2,dbus"
+# The Ray node image for containerized nodes (ray_runtime: container), built from images/ray-node on the host image,
+# in two tags (the second one layer newer: an upgrade), saved in one archive the ray role loads on the hosts.
+NODE_IMAGE_REPO = "localhost/rayfleet-ray"
+IMAGE_CACHE = ROOT / ".cache" / "images"
+
+# Podman inside a container host (--container-hosts): systemd in a container does not own the cgroup v1 memory and
+# pids hierarchies, so podman's systemd cgroup manager would put every nested container in one shared cgroup - and
+# removing any container would kill the others. cgroupfs gives each its own (a real host's systemd does that).
+NESTED_CONTAINERS_CONF = """\
+# tools/sandbox.py: podman in a sandbox host (a container): cgroupfs, as systemd here does not own the cgroups
+[engine]
+cgroup_manager = "cgroupfs"
+"""
 
 # First-boot unit: every container gets its own SSH host keys (the image ships none).
 KEYGEN_UNIT = """\
@@ -122,6 +136,45 @@ def build_image(force: bool = False) -> str:
     return IMAGE
 
 
+def ray_version() -> str:
+    """The ray role's pinned Ray version (roles/ray/defaults/main.yml)."""
+    for line in (ROOT / "roles/ray/defaults/main.yml").read_text().splitlines():
+        if line.startswith("ray_version:"):
+            return line.split(":", 1)[1].strip().strip("'\"")
+    raise SandboxError("roles/ray/defaults/main.yml: no ray_version")
+
+
+def node_image_archive() -> Path:
+    return IMAGE_CACHE / f"rayfleet-ray-{ray_version()}.tar"
+
+
+def build_node_image(force: bool = False) -> dict[str, str]:
+    """Build the Ray node image (images/ray-node, on the sandbox host image, Ray at the ray role's version) and a
+    second tag one layer newer, and save both in one archive; returns the tags and the archive's path."""
+    version = ray_version()
+    tags = {"image": f"{NODE_IMAGE_REPO}:{version}", "next": f"{NODE_IMAGE_REPO}:{version}-r2"}
+    archive = node_image_archive()
+    if not force and archive.is_file() and all(image_exists(t) for t in tags.values()):
+        return {**tags, "archive": str(archive)}
+    build_image()
+    with tempfile.TemporaryDirectory(prefix="rayfleet-node-image-") as tmp:
+        ctx = Path(tmp)
+        shutil.copy(ROOT / "images/ray-node/Containerfile", ctx / "Containerfile")
+        (ctx / "ca-certificates").mkdir()
+        for cert in Path("/usr/local/share/ca-certificates").glob("*.crt"):
+            shutil.copy(cert, ctx / "ca-certificates" / cert.name)
+        podman("build", "--quiet", "--build-arg", f"BASE={IMAGE}", "--build-arg", f"RAY_VERSION={version}",
+               "--tag", tags["image"], str(ctx))
+        (ctx / "Containerfile").write_text(f"FROM {tags['image']}\nLABEL io.rayfleet.revision=2\n")
+        podman("build", "--quiet", "--tag", tags["next"], str(ctx))
+    IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_suffix(".tar.part")
+    partial.unlink(missing_ok=True)
+    podman("save", "--multi-image-archive", "--output", str(partial), tags["image"], tags["next"])
+    partial.rename(archive)
+    return {**tags, "archive": str(archive)}
+
+
 class Sandbox:
     """One named sandbox: its network, containers and controller-side files."""
 
@@ -164,11 +217,13 @@ class Sandbox:
         nets = json.loads(proc.stdout)[0]["NetworkSettings"]["Networks"]
         return nets[self.network]["IPAddress"]
 
-    def up(self, workers: int, image: str = IMAGE, launch: bool = False, submit: bool = False) -> list[dict]:
+    def up(self, workers: int, image: str = IMAGE, launch: bool = False, submit: bool = False,
+           container_hosts: tuple[str, ...] = ()) -> list[dict]:
         """Start the head and N workers. ``launch``: hosts of a baked rayfleet image get their launch file and
         the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot.
         ``submit``: also a submit host (a user's machine that is not a Ray node, group ray_submit), from the
-        bare image, at the address just below the head's."""
+        bare image, at the address just below the head's. ``container_hosts`` (head, worker1, ...): hosts that
+        can run containers themselves (ray_runtime: container) - privileged, as nested podman needs."""
         if image == IMAGE:
             build_image()
         elif not image_exists(image):
@@ -181,6 +236,10 @@ class Sandbox:
         if podman("network", "exists", self.network, check=False).returncode != 0:
             podman("network", "create", "--label", f"{LABEL}={self.name}", self.network)
         wanted = [("head", "ray_head")] + [(f"worker{i}", "ray_worker") for i in range(1, workers + 1)]
+        unknown = sorted(set(container_hosts) - {h for h, _g in wanted})
+        if unknown:
+            raise SandboxError(f"--container-hosts {','.join(unknown)}: not among this sandbox's hosts "
+                               f"({', '.join(h for h, _g in wanted)})")
         existing = {h["container"] for h in self.hosts()}
         subnet = self.subnet()
         if len(wanted) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
@@ -189,13 +248,17 @@ class Sandbox:
         for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
                 files = self.launch_files(group, head_ip) if launch else {}
-                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files)
+                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files,
+                                    privileged=host in container_hosts)
         if submit and self.container("submit") not in existing:
             self._run_container("submit", "ray_submit", str(subnet.network_address + FIRST_HOST_OFFSET - 1))
             wanted.append(("submit", "ray_submit"))
         for host, _group in wanted:
             if self.container(host) not in existing:
                 self._prepare(self.container(host))
+                if host in container_hosts:
+                    podman("exec", "--env", f"CONF={NESTED_CONTAINERS_CONF}", self.container(host), "sh", "-c",
+                           'install -d /etc/containers && printf "%s" "$CONF" > /etc/containers/containers.conf')
         self.forget_facts()
         self._write_known_hosts()
         return self.hosts()
@@ -228,7 +291,7 @@ class Sandbox:
         return {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n", "/etc/rayfleet/auth-token": token.read_text()}
 
     def _run_container(self, host: str, group: str, address: str, image: str = IMAGE,
-                       files: dict[str, str] | None = None) -> None:
+                       files: dict[str, str] | None = None, privileged: bool = False) -> None:
         """One host with a fixed address: like a real machine, it keeps its IP across restarts.
 
         ``files`` (path -> content) are written into the container before it boots."""
@@ -245,7 +308,9 @@ class Sandbox:
             *(["--cap-add=DAC_READ_SEARCH", "--volume", f"{self.volume(host)}:/srv/rayfleet"]
               if group == "ray_head" else []),
             *(["--volume", f"{WHEELHOUSE}:{WHEELHOUSE_MOUNT}:ro"] if WHEELHOUSE.is_dir() else []),
-            # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container.
+            # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container,
+            # except where the host runs Ray in containers itself (podman in podman needs a privileged one).
+            *(["--privileged"] if privileged else []),
             image, "/sbin/init",
         )
         if files:
@@ -356,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("image", help="build the Debian 12 systemd host image")
     p.add_argument("--force", action="store_true", help="rebuild even if it exists")
+    p = sub.add_parser("node-image", help="build the Ray node image (images/ray-node) and save its archive")
+    p.add_argument("--force", action="store_true", help="rebuild even if it exists")
     for cmd in ("up", "down", "rm", "list", "hosts"):
         p = sub.add_parser(cmd)
         p.add_argument("--name", default=os.environ.get("RAYFLEET_SANDBOX", "demo"))
@@ -365,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--launch", action="store_true",
                            help="baked rayfleet image: write each host's launch file and token before it boots")
             p.add_argument("--submit", action="store_true", help="also a submit host (group ray_submit)")
+            p.add_argument("--container-hosts", default="",
+                           help="comma-separated hosts (e.g. worker2) that run Ray in containers: privileged")
         if cmd == "rm":
             p.add_argument("--host", required=True, help="the host to remove (head, worker1, submit, ...)")
     args = parser.parse_args(argv)
@@ -372,12 +441,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "image":
             print(build_image(force=args.force))
             return 0
+        if args.cmd == "node-image":
+            print(json.dumps(build_node_image(force=args.force), indent=2))
+            return 0
         sb = Sandbox(args.name)
         if args.cmd == "up":
             if args.workers < 0:
                 raise SandboxError(f"--workers must be >= 0, got {args.workers}")
-            print(json.dumps(sb.up(args.workers, image=args.image, launch=args.launch, submit=args.submit),
-                             indent=2))
+            hosts = tuple(h for h in args.container_hosts.split(",") if h)
+            print(json.dumps(sb.up(args.workers, image=args.image, launch=args.launch, submit=args.submit,
+                                   container_hosts=hosts), indent=2))
         elif args.cmd == "rm":
             sb.remove(args.host)
         elif args.cmd == "down":

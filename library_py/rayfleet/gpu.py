@@ -25,9 +25,12 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rayfleet.errors import RayfleetError, SettingsError
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,10 @@ def read_nvml(nvml: Any = None) -> NvmlReport:
         try:
             import pynvml as nvml
         except ImportError as exc:
-            return NvmlReport(False, f"nvidia-ml-py is not installed in this Python ({exc})")
+            try:  # Ray's own copy, in any image that has Ray (e.g. a container node's image)
+                from ray._private.thirdparty import pynvml as nvml
+            except ImportError:
+                return NvmlReport(False, f"nvidia-ml-py is not installed in this Python ({exc})")
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
@@ -408,6 +414,67 @@ def format_table(report: NvmlReport) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.append(f"driver {report.driver_version}, CUDA {report.cuda_driver_version or '?'}, {len(report.gpus)} GPU(s)")
     return "\n".join(lines)
+
+
+def resolve_assignment(report: NvmlReport, wanted: list[Any]) -> list[str]:
+    """The UUIDs of the GPUs given to a container, from the indices or UUIDs the inventory lists (in its order).
+
+    Raises SettingsError naming an index this host does not have, a UUID of no GPU here, or a GPU listed twice."""
+    by_index = {g.index: g.uuid for g in report.gpus}
+    known = {g.uuid for g in report.gpus}
+    out: list[str] = []
+    for item in wanted:
+        text = str(item).strip()
+        if text.isdigit():
+            if int(text) not in by_index:
+                raise SettingsError(f"GPU {text}: no such index; this host has {len(by_index)} GPU(s)"
+                                    + (f" (0-{len(by_index) - 1})" if by_index else ""))
+            uuid = by_index[int(text)]
+        elif text in known:
+            uuid = text
+        else:
+            raise SettingsError(f"GPU {text!r}: neither an index nor the UUID of one of this host's GPUs "
+                                f"({', '.join(sorted(known)) or 'none'})")
+        if uuid in out:
+            raise SettingsError(f"GPU {text}: listed twice ({uuid})")
+        out.append(uuid)
+    return out
+
+
+def container_gpu_problems(name: str, assigned: list[str], seen: list[str],
+                           others: Mapping[str, list[str]]) -> list[str]:
+    """What is wrong with the GPUs a container sees: one of its GPUs missing, a GPU it was not given, or a GPU
+    another container on the host also sees (``others``: container name -> the UUIDs it sees)."""
+    found: list[str] = []
+    missing = [u for u in assigned if u not in seen]
+    extra = [u for u in seen if u not in assigned]
+    if missing:
+        found.append(f"container {name} does not see its GPU(s) {', '.join(missing)}")
+    if extra:
+        found.append(f"container {name} sees GPU(s) it was not given: {', '.join(extra)}")
+    for other, theirs in sorted(others.items()):
+        both = sorted(set(seen) & set(theirs))
+        if both:
+            found.append(f"containers {name} and {other} both see GPU(s) {', '.join(both)}")
+    return found
+
+
+def container_gpus(engine: str, name: str, python: str = "python", run: Any = subprocess.run) -> list[str]:
+    """The UUIDs NVML lists inside a running container (the rayfleet library is mounted there by the ray role)."""
+    cmd = [engine, "exec", name, python, "-m", "rayfleet.gpu", "--json", "--no-xid", "--vendor", "nvidia"]
+    try:
+        proc = run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RayfleetError(f"{' '.join(cmd)}: {exc}") from None
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        raise RayfleetError(f"{' '.join(cmd)} (rc={proc.returncode}) printed no GPU report: "
+                            f"{(proc.stderr or proc.stdout).strip()[-400:]}") from None
+    if not data.get("available"):
+        # A container without the driver injected has no libnvidia-ml: it sees no GPU.
+        return []
+    return [g["uuid"] for g in data.get("gpus", [])]
 
 
 def main(argv: list[str] | None = None) -> int:

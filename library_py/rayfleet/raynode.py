@@ -19,6 +19,7 @@ import ipaddress
 import json
 import os
 import shlex
+import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -382,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["args", "exec", "show"],
                         help="args: print the ray start line; exec: run it (systemd ExecStart); show: settings JSON")
     parser.add_argument("--config", required=True, help="settings file written by the ray_node module")
+    parser.add_argument("--ray-bin", help="run this ray instead of the settings' ray_bin: a path, or a name looked "
+                        "up on PATH (a container node runs the image's ray: --ray-bin ray)")
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config)
@@ -392,6 +395,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(settings.to_json())
         return 0
     argv_ray = settings.start_args(block=True)
+    if args.ray_bin:
+        found = args.ray_bin if "/" in args.ray_bin else shutil.which(args.ray_bin)
+        if not found:
+            print(f"rayfleet.raynode: --ray-bin {args.ray_bin}: not found on PATH ({os.environ.get('PATH', '')})",
+                  file=sys.stderr)
+            return 2
+        argv_ray[0] = found
     if args.action == "args":
         print(shlex.join(argv_ray))
         return 0

@@ -79,6 +79,27 @@ options:
         rate, 94/95 contained/uncontained ECC, 119/120 GSP, 140 unrecovered ECC).
     type: list
     elements: int
+  container_name:
+    description:
+      - A Ray node's container on this host (C(ray_runtime=container) of the M(rayfleet.cluster.ray_node) role's
+        nodes). NVML is also read inside it (C(python -m rayfleet.gpu), the library is mounted there), and the check
+        fails unless it sees exactly O(container_gpus), and unless no other running rayfleet container on this host
+        (label C(io.rayfleet.node)) sees any of them.
+    type: str
+  container_engine:
+    description: The engine running O(container_name).
+    type: str
+    choices: [podman, docker]
+    default: podman
+  container_python:
+    description: The Python in the container's image that runs the rayfleet library.
+    type: str
+    default: python
+  container_gpus:
+    description: The UUIDs of the GPUs O(container_name) was given.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.info_module
 seealso:
@@ -156,6 +177,11 @@ problems:
   returned: always
   type: list
   elements: str
+container_gpus_seen:
+  description: The UUIDs NVML lists inside O(container_name), and inside each other rayfleet container on the host.
+  returned: when container_name is set
+  type: dict
+  sample: {"ray-worker": ["GPU-5f2c..."], "ray-teamb-worker": ["GPU-81aa..."]}
 warnings_found:
   description: Findings that do not fail the check (persistence mode off, ECC off).
   returned: always
@@ -173,7 +199,16 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 
 try:
     from rayfleet.cluster import get_state, state_api_fetcher
-    from rayfleet.gpu import HARDWARE_XIDS, problems, read_gpus, read_kernel_xids, xid_findings
+    from rayfleet.errors import RayfleetError
+    from rayfleet.gpu import (
+        HARDWARE_XIDS,
+        container_gpu_problems,
+        container_gpus,
+        problems,
+        read_gpus,
+        read_kernel_xids,
+        xid_findings,
+    )
     from rayfleet.raynode import auth_env
 except ImportError:
     pass  # reported by require_rayfleet()
@@ -195,6 +230,10 @@ def build_module():
             check_xid=dict(type="bool", default=True),
             vendor=dict(type="str", default="auto", choices=["auto", "nvidia", "amd"]),
             fail_on_xid=dict(type="list", elements="int"),
+            container_name=dict(type="str"),
+            container_engine=dict(type="str", default="podman", choices=["podman", "docker"]),
+            container_python=dict(type="str", default="python"),
+            container_gpus=dict(type="list", elements="str", default=[]),
         ),
         required_together=[("ray_address", "node_ip")],
         supports_check_mode=True,
@@ -206,6 +245,18 @@ def ray_node_resources(address, node_ip, auth_token_path):
     os.environ.update(auth_env(auth_token_path))
     node = get_state(state_api_fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
     return None if node is None else dict(node.resources)
+
+
+def containers_seen(module, engine, name, python):
+    """NVML's UUIDs inside the named container and inside every other running rayfleet node container here."""
+    rc, out, err = module.run_command([engine, "ps", "--filter", "label=io.rayfleet.node", "--format",
+                                       "{{.Names}}"])
+    if rc != 0:
+        module.fail_json(msg="%s ps failed: %s" % (engine, err.strip()))
+    names = [n.strip() for n in out.splitlines() if n.strip()]
+    if name not in names:
+        module.fail_json(msg="container %s is not running (%s ps lists %s)" % (name, engine, names or "none"))
+    return dict((n, container_gpus(engine, n, python)) for n in names)
 
 
 def main():
@@ -241,6 +292,14 @@ def main():
             bad += xid_bad
             warn += xid_warn
             result["xid_events"] = [dict(bus_id=e.bus_id, xid=e.xid, detail=e.detail) for e in events]
+    if p["container_name"]:
+        try:
+            seen = containers_seen(module, p["container_engine"], p["container_name"], p["container_python"])
+        except RayfleetError as exc:
+            module.fail_json(msg="cannot read the GPUs inside the container: %s" % to_native(exc), **result)
+        result["container_gpus_seen"] = seen
+        others = dict((k, v) for k, v in seen.items() if k != p["container_name"])
+        bad += container_gpu_problems(p["container_name"], p["container_gpus"], seen[p["container_name"]], others)
     if not report.available and p["required"] and not bad:
         bad.append("GPUs are required here, but " + report.reason)
     if not report.available and ray_gpus:

@@ -36,3 +36,15 @@ def test_names_roles_ports_and_venv_requirements(tmp_path):
 
 def test_a_host_without_rayfleet_has_no_clusters(tmp_path):
     assert probe(tmp_path / "missing") == []
+
+
+def test_a_container_node_reports_what_its_container_runs(tmp_path):
+    settings = {"ray_bin": "/opt/rayfleet/venv/bin/ray", "node_ip": "10.0.0.11", "head_address": "10.0.0.10:6379"}
+    record = {"name": "ray-teamb-worker", "engine": "podman", "image_id": "sha256:ab", "gpus": ["GPU-1"]}
+    (tmp_path / "ray-teamb-worker.json").write_text(json.dumps(settings))
+    (tmp_path / "ray-teamb-worker.container.json").write_text(json.dumps(record))
+    (tmp_path / "ray-worker.json").write_text(json.dumps(settings))
+    found = {c["name"]: c for c in probe(tmp_path)}
+    assert sorted(found) == ["", "teamb"], "a container record is not a cluster of its own"
+    assert found["teamb"]["container"] == record
+    assert "container" not in found[""]

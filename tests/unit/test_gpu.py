@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """rayfleet.gpu against a fake NVML: what is read, and which findings fail a node."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -291,3 +292,55 @@ def test_accelerator_types_match_words_not_substrings():
     assert not gpu.accelerator_type_matches("H10", "NVIDIA H100 80GB HBM3")
     assert gpu.accelerator_type_matches("AMD-Instinct-MI300X-OAM", "AMD Instinct MI300X")
     assert not gpu.accelerator_type_matches("AMD-Instinct-MI250X", "AMD Instinct MI300X")
+
+
+# Containerized nodes (ray_runtime: container): which GPUs a container gets and what it really sees.
+def test_assignment_by_index_or_uuid_resolves_to_uuids_in_order():
+    report = gpu.read_nvml(FakeNvml(_gpus(4)))
+    assert gpu.resolve_assignment(report, [2, "GPU-0000"]) == ["GPU-0002", "GPU-0000"]
+    assert gpu.resolve_assignment(report, []) == []
+
+
+@pytest.mark.parametrize(("wanted", "words"), [
+    ([4], ["GPU 4", "no such index", "4 GPU(s) (0-3)"]),
+    (["GPU-ffff"], ["'GPU-ffff'", "GPU-0000, GPU-0001"]),
+    ([1, "GPU-0001"], ["listed twice", "GPU-0001"]),
+])
+def test_a_bad_assignment_names_the_gpu(wanted, words):
+    report = gpu.read_nvml(FakeNvml(_gpus(4)))
+    with pytest.raises(gpu.SettingsError) as err:
+        gpu.resolve_assignment(report, wanted)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_container_sees_exactly_its_gpus_or_the_check_says_what_differs():
+    assert gpu.container_gpu_problems("ray-worker", ["GPU-1"], ["GPU-1"], {"ray-teamb-worker": ["GPU-2"]}) == []
+    found = gpu.container_gpu_problems("ray-worker", ["GPU-1", "GPU-3"], ["GPU-1", "GPU-2"],
+                                       {"ray-teamb-worker": ["GPU-2"], "ray-c-worker": []})
+    assert found == ["container ray-worker does not see its GPU(s) GPU-3",
+                     "container ray-worker sees GPU(s) it was not given: GPU-2",
+                     "containers ray-worker and ray-teamb-worker both see GPU(s) GPU-2"]
+
+
+def test_container_gpus_reads_nvml_inside_the_container():
+    calls = []
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        out = {"available": True, "gpus": [{"uuid": "GPU-7"}], "problems": []}
+        return SimpleNamespace(returncode=0, stdout=json.dumps(out), stderr="")
+
+    assert gpu.container_gpus("podman", "ray-worker", "python3", run=run) == ["GPU-7"]
+    assert calls[0][:5] == ["podman", "exec", "ray-worker", "python3", "-m"]
+
+    def no_driver(cmd, **kw):
+        return SimpleNamespace(returncode=0, stdout=json.dumps({"available": False, "gpus": []}), stderr="")
+
+    assert gpu.container_gpus("docker", "ray-worker", run=no_driver) == []
+
+    def gone(cmd, **kw):
+        return SimpleNamespace(returncode=125, stdout="", stderr="Error: no container with name ray-worker")
+
+    with pytest.raises(gpu.RayfleetError, match="no container with name ray-worker"):
+        gpu.container_gpus("podman", "ray-worker", run=gone)

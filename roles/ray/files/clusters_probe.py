@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run by the ray role's validate step with the host's python: the Ray clusters this host already belongs to.
 
-Reads every /etc/rayfleet/ray[-<name>]-<role>.json (the settings rayfleet.cluster.ray_node writes) and the
-requirements recorded in each one's venv; prints a JSON list. Only reads. Usage: python clusters_probe.py [DIR]
+Reads every /etc/rayfleet/ray[-<name>]-<role>.json (the settings rayfleet.cluster.ray_node writes), the
+requirements recorded in each one's venv and, for a node run in a container, what its container runs (engine,
+image, GPU UUIDs: the ray role's ray[-<name>]-<role>.container.json); prints a JSON list. Only reads.
+Usage: python clusters_probe.py [DIR]
 """
 
 import glob
@@ -33,12 +35,18 @@ def main():
                 requirements = f.read()
         except OSError:
             requirements = ""
-        found.append({
+        entry = {
             "path": path, "name": match["name"] or "", "role": match["role"],
             "head_address": data.get("head_address") or "", "node_ip": data.get("node_ip") or "",
             "ports": data.get("ports") or {}, "temp_dir": data.get("temp_dir") or "", "venv": venv,
             "requirements": requirements,
-        })
+        }
+        try:
+            with open(path[:-len(".json")] + ".container.json") as f:
+                entry["container"] = json.load(f)
+        except (OSError, ValueError):
+            pass
+        found.append(entry)
     print(json.dumps(found))
 
 

@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Containerized Ray nodes (ray_runtime: container): worker2 (a privileged sandbox host, as podman in podman needs)
+runs its Ray node in a podman container of the node image (images/ray-node, built by `tools/sandbox.py node-image`
+and loaded from its archive: the sandbox has no registry), in the same cluster as the head and worker1, which stay
+on the host venv (tests/integration/files/containers.yml picks the mode per host). The same systemd unit name and
+ray_node contract; a re-run changes nothing; a killed container comes back; a new tag upgrades the node; bad images
+and GPU lists fail before anything changes; the node goes back to the host venv. No GPU here: the GPU half (CDI,
+one GPU per container, gpu_check inside the container) is unit-tested only (tests/unit/test_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, node_ip, ray_nodes
+from testinfra import get_host
+
+CONTAINERS = ROOT / "tests/integration/files/containers.yml"
+VERSION = re.search(r'^ray_version: "(.*)"', (ROOT / "roles/ray/defaults/main.yml").read_text(), re.M)[1]
+IMAGE = f"localhost/rayfleet-ray:{VERSION}"
+NEXT = f"{IMAGE}-r2"
+UNIT = "/etc/systemd/system/ray-worker.service"
+RECORD = "/etc/rayfleet/ray-worker.container.json"
+
+
+def play(*extra: str, containers: bool = True) -> subprocess.CompletedProcess:
+    args = ["-e", f"@{CONTAINERS}"] if containers else []
+    return subprocess.run(["ansible-playbook", "playbooks/ray.yml", "-i", "inventories/sandbox", *args, *extra],
+                          cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+
+
+def changed(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    return {h: int(n) for h, n in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)}
+
+
+def ids_by_ip(head, timeout: float = 60) -> dict[str, str]:
+    """Each node IP's alive Ray node, once Ray lists one per IP (a node killed without a goodbye stays listed alive
+    until Ray's health check gives up on it, beside its successor)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive: dict[str, list[str]] = {}
+        for n in ray_nodes(head, node_ip(head)):
+            if n["state"] == "ALIVE":
+                alive.setdefault(n["node_ip"], []).append(n["node_id"])
+        if all(len(ids) == 1 for ids in alive.values()) or time.monotonic() > deadline:
+            assert all(len(ids) == 1 for ids in alive.values()), f"several alive nodes per IP: {alive}"
+            return {ip: ids[0] for ip, ids in alive.items()}
+        time.sleep(2)
+
+
+def wait_new_id(head, ip: str, old: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = ids_by_ip(head).get(ip)
+        if now and now != old:
+            return now
+        time.sleep(2)
+    pytest.fail(f"{ip} did not come back as a new Ray node within {timeout} s (alive: {ids_by_ip(head)})")
+
+
+def raylet(host) -> tuple[str, bool, str]:
+    """The raylet's executable, whether it runs in a PID namespace of its own (a container), and its user."""
+    pid, exe = host.check_output("pgrep -a -o -x raylet").split()[:2]
+    own_ns = host.check_output(f"sudo readlink /proc/{pid}/ns/pid") != host.check_output("sudo readlink /proc/1/ns/pid")
+    user = host.check_output(f"ps -o user= -p {pid}")
+    return exe, own_ns, user
+
+
+@pytest.fixture(scope="module")
+def boxed(request):
+    head = head_host(request)
+    worker2 = get_host(f"ansible://{SANDBOX}-worker2",
+                       ansible_inventory=request.config.option.ansible_inventory)
+    ip = node_ip(worker2)
+    before = ids_by_ip(head)
+    start = time.monotonic()
+    proc = play()
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    state = {"head": head, "worker2": worker2, "ip": ip, "before": before, "converge_s": time.monotonic() - start,
+             "back": False}
+    yield state
+    if not state["back"]:  # leave the sandbox as the later tests expect it, also when a test failed
+        play(containers=False)
+
+
+def test_worker2_runs_its_node_in_a_container_of_the_image(boxed):
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    names = worker2.check_output("sudo podman ps --format '{{.Names}} {{.ImageID}}'").split()
+    record = json.loads(worker2.check_output(f"cat {RECORD}"))
+    assert names[0] == "ray-worker" and record["image_id"].startswith(names[1]), (names, record)
+    assert record["image"] == IMAGE and record["gpus"] == []
+    exe, contained, user = raylet(worker2)
+    assert exe.startswith("/opt/ray/"), f"raylet runs from {exe}, not the image's venv"
+    assert contained and user == "rayfleet"
+    assert worker2.service("ray-worker.service").is_running
+    unit = worker2.file(UNIT).content_string
+    assert "/usr/bin/podman run " in unit and f"{record['image_id']} python -m rayfleet.raynode exec" in unit
+    # Ray's object store lives in /dev/shm: sized from ray_object_store_memory (256 MiB) + 1024 MiB
+    assert worker2.check_output("sudo podman exec ray-worker df -m --output=size /dev/shm").split()[-1] == "1280"
+    # The token is mounted read-only, never in the container's configuration
+    token = worker2.check_output("sudo cat /etc/rayfleet/auth-token")
+    inspect = worker2.check_output("sudo podman inspect ray-worker")
+    assert token not in inspect and "RAY_AUTH_TOKEN_PATH" not in inspect
+    # The same cluster: worker2 is a new node; the head and worker1, on the host venv, were not restarted
+    now = ids_by_ip(head)
+    assert now[ip] != boxed["before"][ip]
+    assert {k: v for k, v in now.items() if k != ip} == {k: v for k, v in boxed["before"].items() if k != ip}
+    exe_head = head.check_output("pgrep -a -o -x raylet").split()[1]
+    assert exe_head.startswith(VENV), exe_head
+
+
+def test_a_rerun_changes_nothing(boxed):
+    before = ids_by_ip(boxed["head"])
+    proc = play()
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert set(changed(proc).values()) == {0}, changed(proc)
+    assert ids_by_ip(boxed["head"]) == before
+
+
+def test_a_killed_container_is_started_again_by_systemd(boxed):
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    old = ids_by_ip(head)[ip]
+    worker2.check_output("sudo podman kill ray-worker")
+    wait_new_id(head, ip, old)
+    assert worker2.service("ray-worker.service").is_running
+
+
+def test_a_new_tag_upgrades_the_node(boxed):
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    before = ids_by_ip(head)
+    proc = play("-e", f"ray_container_image={NEXT}")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert worker2.check_output("sudo podman ps --format '{{.Image}}'") == NEXT
+    assert json.loads(worker2.check_output(f"cat {RECORD}"))["image"] == NEXT
+    now = ids_by_ip(head)
+    assert now[ip] != before[ip]
+    assert {k: v for k, v in now.items() if k != ip} == {k: v for k, v in before.items() if k != ip}
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["-e", f"ray_container_image={IMAGE}-no-such", "-e", "ray_container_image_archive="],
+     ["ray_container_image", f"{IMAGE}-no-such", "not in podman's store after pulling it", "Ray was not changed"]),
+    (["-e", "ray_container_image=localhost/rayfleet-no-ray:1"],
+     ["localhost/rayfleet-no-ray:1", "has no Ray that `python` imports", f"expected Ray {VERSION}"]),
+    (["-e", '{"ray_container_gpus": [0]}'],
+     ["ray_container_gpus is [0]", "not in group gpu"]),
+])
+def test_a_bad_image_or_gpu_list_fails_before_anything_changes(boxed, extra, words):
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    if any("rayfleet-no-ray" in e for e in extra):  # an image without Ray, made on worker2 from the node image
+        worker2.check_output(f"printf 'FROM {NEXT}\\nRUN pip uninstall -q -y ray\\n' "
+                             "| sudo podman build -q -t localhost/rayfleet-no-ray:1 -f - /tmp")
+    unit = worker2.check_output(f"sha256sum {UNIT}")
+    before = ids_by_ip(head)
+    proc = play(*extra)
+    assert proc.returncode != 0
+    fatal = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("fatal:"))
+    assert f"ray on {SANDBOX}-worker2" in fatal, proc.stdout[-3000:]
+    for word in words:
+        assert word in fatal.replace('\\"', '"'), fatal
+    assert worker2.check_output(f"sha256sum {UNIT}") == unit
+    assert ids_by_ip(head) == before
+
+
+def test_back_to_the_host_venv(boxed):
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    old = ids_by_ip(head)[ip]
+    proc = play(containers=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    boxed["back"] = True
+    assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == ""
+    assert not worker2.file(RECORD).exists
+    exe, contained, _user = raylet(worker2)
+    assert exe.startswith(VENV) and not contained
+    assert ids_by_ip(head)[ip] != old
