@@ -14,7 +14,7 @@ Examples:
   tools/sandbox.py rm --name demo --host submit  # remove one host
   tools/sandbox.py list --name demo           # Ansible inventory JSON (used by inventories/sandbox)
   tools/sandbox.py down --name demo           # remove containers, network and keys
-  tools/sandbox.py node-image                 # Ray node image (images/ray-node) + its archive, for ray_runtime: container
+  tools/sandbox.py node-image                 # Ray node image (images/ray-node) + archive (ray_runtime: container)
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ class Sandbox:
         return {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n", "/etc/rayfleet/auth-token": token.read_text()}
 
     def _run_container(self, host: str, group: str, address: str, image: str = IMAGE,
-                       files: dict[str, str] | None = None, privileged: bool = False) -> None:
+                       files: dict[str, str] | None = None, *, privileged: bool = False) -> None:
         """One host with a fixed address: like a real machine, it keeps its IP across restarts.
 
         ``files`` (path -> content) are written into the container before it boots."""

@@ -138,3 +138,18 @@ def test_token_auth_env_and_its_validation():
         RayNodeSettings.from_mapping({**WORKER, "auth_token_path": "token.txt"})
     with pytest.raises(SettingsError, match=r"env.RAY_AUTH_TOKEN: set auth_token_path instead"):
         RayNodeSettings.from_mapping({**WORKER, "env": {"RAY_AUTH_TOKEN": "secret"}})
+
+
+def test_a_container_runs_the_images_ray_found_on_path(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "ray-head.json"
+    path.write_text(json.dumps(HEAD))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ray").write_text("#!/bin/sh\n")
+    (bindir / "ray").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    assert main(["args", "--config", str(path), "--ray-bin", "ray"]) == 0
+    assert capsys.readouterr().out.startswith(f"{bindir}/ray start --head")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert main(["args", "--config", str(path), "--ray-bin", "ray"]) == 2
+    assert "--ray-bin ray: not found on PATH" in capsys.readouterr().err

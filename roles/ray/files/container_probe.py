@@ -40,13 +40,13 @@ def main():
         pass
     out["cdi"] = sorted(p for d in ("/etc/cdi", "/var/run/cdi") for p in glob.glob(os.path.join(d, "nvidia*.y*ml")))
     if out["engine"]:
-        rc, version, _ = run([engine, "version", "--format", "{{.Client.Version}}"])
+        rc, version, _err = run([engine, "version", "--format", "{{.Client.Version}}"])
         out["engine_version"] = version if rc == 0 else ""
         if image:
-            rc, image_id, _ = run([engine, "image", "inspect", "--format", "{{.Id}}", image])
+            rc, image_id, _err = run([engine, "image", "inspect", "--format", "{{.Id}}", image])
             out["image_id"] = image_id if rc == 0 else ""
         if engine == "docker":
-            rc, runtimes, _ = run([engine, "info", "--format", "{{json .Runtimes}}"])
+            rc, runtimes, _err = run([engine, "info", "--format", "{{json .Runtimes}}"])
             out["nvidia_runtime"] = rc == 0 and '"nvidia"' in runtimes
     print(json.dumps(out))
 
