@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rayfleet.errors import RayfleetError, SettingsError
-
 
 @dataclass(frozen=True)
 class Gpu:
@@ -420,6 +418,8 @@ def resolve_assignment(report: NvmlReport, wanted: list[Any]) -> list[str]:
     """The UUIDs of the GPUs given to a container, from the indices or UUIDs the inventory lists (in its order).
 
     Raises SettingsError naming an index this host does not have, a UUID of no GPU here, or a GPU listed twice."""
+    from rayfleet.errors import SettingsError  # here: this module also runs alone, piped to a host's python3
+
     by_index = {g.index: g.uuid for g in report.gpus}
     known = {g.uuid for g in report.gpus}
     out: list[str] = []
@@ -461,6 +461,8 @@ def container_gpu_problems(name: str, assigned: list[str], seen: list[str],
 
 def container_gpus(engine: str, name: str, python: str = "python", run: Any = subprocess.run) -> list[str]:
     """The UUIDs NVML lists inside a running container (the rayfleet library is mounted there by the ray role)."""
+    from rayfleet.errors import RayfleetError  # here: this module also runs alone, piped to a host's python3
+
     cmd = [engine, "exec", name, python, "-m", "rayfleet.gpu", "--json", "--no-xid", "--vendor", "nvidia"]
     try:
         proc = run(cmd, capture_output=True, text=True, timeout=60, check=False)

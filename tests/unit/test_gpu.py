@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from rayfleet import gpu
+from rayfleet.errors import RayfleetError, SettingsError
 
 
 class FakeNvml:
@@ -308,7 +309,7 @@ def test_assignment_by_index_or_uuid_resolves_to_uuids_in_order():
 ])
 def test_a_bad_assignment_names_the_gpu(wanted, words):
     report = gpu.read_nvml(FakeNvml(_gpus(4)))
-    with pytest.raises(gpu.SettingsError) as err:
+    with pytest.raises(SettingsError) as err:
         gpu.resolve_assignment(report, wanted)
     for word in words:
         assert word in str(err.value)
@@ -342,5 +343,5 @@ def test_container_gpus_reads_nvml_inside_the_container():
     def gone(cmd, **kw):
         return SimpleNamespace(returncode=125, stdout="", stderr="Error: no container with name ray-worker")
 
-    with pytest.raises(gpu.RayfleetError, match="no container with name ray-worker"):
+    with pytest.raises(RayfleetError, match="no container with name ray-worker"):
         gpu.container_gpus("podman", "ray-worker", run=gone)
