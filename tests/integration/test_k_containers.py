@@ -37,6 +37,17 @@ def changed(proc: subprocess.CompletedProcess) -> dict[str, int]:
     return {h: int(n) for h, n in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)}
 
 
+def changed_tasks(proc: subprocess.CompletedProcess) -> list[str]:
+    """'host: task' for every task a play reported changed (for failure messages)."""
+    out, task = [], ""
+    for line in proc.stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[6:].split("]")[0]
+        elif line.startswith("changed: ["):
+            out.append(f"{line[10:].split(']')[0]}: {task}")
+    return out
+
+
 def ids_by_ip(head, timeout: float = 60) -> dict[str, str]:
     """Each node IP's alive Ray node, once Ray lists one per IP (a node killed without a goodbye stays listed alive
     until Ray's health check gives up on it, beside its successor)."""
@@ -76,12 +87,16 @@ def boxed(request):
     worker2 = get_host(f"ansible://{SANDBOX}-worker2",
                        ansible_inventory=request.config.option.ansible_inventory)
     ip = node_ip(worker2)
+    # Earlier modules leave the cluster as their last play did: converge it as ray.yml would first, so that what
+    # follows is the container's doing alone.
+    settle = play(containers=False)
+    assert settle.returncode == 0, settle.stdout[-4000:]
     before = ids_by_ip(head)
     start = time.monotonic()
     proc = play()
     assert proc.returncode == 0, proc.stdout[-4000:]
     state = {"head": head, "worker2": worker2, "ip": ip, "before": before, "converge_s": time.monotonic() - start,
-             "back": False}
+             "back": False, "changed_tasks": changed_tasks(proc)}
     yield state
     if not state["back"]:  # leave the sandbox as the later tests expect it, also when a test failed
         play(containers=False)
@@ -108,7 +123,8 @@ def test_worker2_runs_its_node_in_a_container_of_the_image(boxed):
     # The same cluster: worker2 is a new node; the head and worker1, on the host venv, were not restarted
     now = ids_by_ip(head)
     assert now[ip] != boxed["before"][ip]
-    assert {k: v for k, v in now.items() if k != ip} == {k: v for k, v in boxed["before"].items() if k != ip}
+    assert {k: v for k, v in now.items() if k != ip} == {k: v for k, v in boxed["before"].items() if k != ip}, \
+        boxed["changed_tasks"]
     exe_head = head.check_output("pgrep -a -o -x raylet").split()[1]
     assert exe_head.startswith(VENV), exe_head
 
