@@ -92,11 +92,10 @@ def boxed(request):
     settle = play(containers=False)
     assert settle.returncode == 0, settle.stdout[-4000:]
     before = ids_by_ip(head)
-    start = time.monotonic()
     proc = play()
     assert proc.returncode == 0, proc.stdout[-4000:]
-    state = {"head": head, "worker2": worker2, "ip": ip, "before": before, "converge_s": time.monotonic() - start,
-             "back": False, "changed_tasks": changed_tasks(proc)}
+    state = {"head": head, "worker2": worker2, "ip": ip, "before": before, "back": False,
+             "changed_tasks": changed_tasks(proc)}
     yield state
     if not state["back"]:  # leave the sandbox as the later tests expect it, also when a test failed
         play(containers=False)
