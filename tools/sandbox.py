@@ -20,6 +20,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import json
 import os
@@ -47,6 +48,7 @@ IMAGE_PACKAGES = "python3,openssh-server,systemd,systemd-sysv,sudo,iproute2,dbus
 # The Ray node image for containerized nodes (ray_runtime: container), built from images/ray-node on the host image,
 # in two tags (the second one layer newer: an upgrade), saved in one archive the ray role loads on the hosts.
 NODE_IMAGE_REPO = "localhost/rayfleet-ray"
+NODE_IMAGE_KEY_LABEL = "io.rayfleet.build-key"
 IMAGE_CACHE = ROOT / ".cache" / "images"
 
 # Podman inside a container host (--container-hosts): systemd in a container does not own the cgroup v1 memory and
@@ -148,31 +150,56 @@ def node_image_archive() -> Path:
     return IMAGE_CACHE / f"rayfleet-ray-{ray_version()}.tar"
 
 
+def node_image_key(version: str) -> str:
+    """What the node image is built from: its Containerfile, Ray's version, the host image and the CA certificates.
+    Images and archive carry it, so a rebuild happens only when one of them changed (a fresh clone on the same
+    machine reuses podman's images and only saves the archive again)."""
+    digest = hashlib.sha256()
+    digest.update((ROOT / "images/ray-node/Containerfile").read_bytes())
+    digest.update(version.encode())
+    digest.update(podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip().encode())
+    for cert in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")):
+        digest.update(cert.name.encode() + cert.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def image_label(image: str, label: str) -> str | None:
+    proc = podman("image", "inspect", "--format", f'{{{{index .Labels "{label}"}}}}', image, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def build_node_image(force: bool = False) -> dict[str, str]:
     """Build the Ray node image (images/ray-node, on the sandbox host image, Ray at the ray role's version) and a
-    second tag one layer newer, and save both in one archive; returns the tags and the archive's path."""
+    second tag one layer newer, and save both in one archive; returns the tags and the archive's path.
+    Skips the build when both tags carry the current build key, and the save when the archive has it too."""
     version = ray_version()
     tags = {"image": f"{NODE_IMAGE_REPO}:{version}", "next": f"{NODE_IMAGE_REPO}:{version}-r2"}
     archive = node_image_archive()
-    if not force and archive.is_file() and all(image_exists(t) for t in tags.values()):
-        return {**tags, "archive": str(archive)}
+    archive_key = archive.with_name(archive.name + ".key")
     build_image()
-    with tempfile.TemporaryDirectory(prefix="rayfleet-node-image-") as tmp:
-        ctx = Path(tmp)
-        shutil.copy(ROOT / "images/ray-node/Containerfile", ctx / "Containerfile")
-        (ctx / "ca-certificates").mkdir()
-        for cert in Path("/usr/local/share/ca-certificates").glob("*.crt"):
-            shutil.copy(cert, ctx / "ca-certificates" / cert.name)
-        podman("build", "--quiet", "--build-arg", f"BASE={IMAGE}", "--build-arg", f"RAY_VERSION={version}",
-               "--tag", tags["image"], str(ctx))
-        (ctx / "Containerfile").write_text(f"FROM {tags['image']}\nLABEL io.rayfleet.revision=2\n")
-        podman("build", "--quiet", "--tag", tags["next"], str(ctx))
+    key = node_image_key(version)
+    built = not force and all(image_label(t, NODE_IMAGE_KEY_LABEL) == key for t in tags.values())
+    if built and archive.is_file() and archive_key.is_file() and archive_key.read_text().strip() == key:
+        return {**tags, "archive": str(archive), "key": key}
+    if not built:
+        with tempfile.TemporaryDirectory(prefix="rayfleet-node-image-") as tmp:
+            ctx = Path(tmp)
+            shutil.copy(ROOT / "images/ray-node/Containerfile", ctx / "Containerfile")
+            (ctx / "ca-certificates").mkdir()
+            for cert in Path("/usr/local/share/ca-certificates").glob("*.crt"):
+                shutil.copy(cert, ctx / "ca-certificates" / cert.name)
+            podman("build", "--quiet", "--build-arg", f"BASE={IMAGE}", "--build-arg", f"RAY_VERSION={version}",
+                   "--label", f"{NODE_IMAGE_KEY_LABEL}={key}", "--tag", tags["image"], str(ctx))
+            (ctx / "Containerfile").write_text(f"FROM {tags['image']}\nLABEL io.rayfleet.revision=2\n")
+            podman("build", "--quiet", "--tag", tags["next"], str(ctx))
     IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(".tar.part")
     partial.unlink(missing_ok=True)
+    archive_key.unlink(missing_ok=True)
     podman("save", "--multi-image-archive", "--output", str(partial), tags["image"], tags["next"])
     partial.rename(archive)
-    return {**tags, "archive": str(archive)}
+    archive_key.write_text(key + "\n")
+    return {**tags, "archive": str(archive), "key": key}
 
 
 class Sandbox:
