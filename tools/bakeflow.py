@@ -20,7 +20,7 @@ from sandbox import ROOT, Sandbox, SandboxError, podman
 
 VENV = "/opt/rayfleet/venv"
 TOKEN_PATH = "/etc/rayfleet/auth-token"
-DASHBOARD_PORT = 8265
+GCS_PORT = 6379
 # site.yml's package installs: none may change on a host booted from a baked image
 PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables",
                  "Install node exporter", "Install Prometheus", "Install the NFS client tools")
@@ -69,9 +69,9 @@ def exec_on(sandbox: Sandbox, host: str, command: str, check: bool = True) -> st
 
 
 def alive_nodes(sandbox: Sandbox, head_ip: str) -> dict[str, str]:
-    """Ray's state API, asked on the head as the Ray user: node IP -> node id of the ALIVE nodes ({} if none)."""
+    """The GCS node table, asked on the head as the Ray user: node IP -> node id of the ALIVE nodes ({} if none)."""
     out = exec_on(sandbox, "head", f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --json "
-                                   f"--auth-token-path {TOKEN_PATH} --address http://{head_ip}:{DASHBOARD_PORT} "
+                                   f"--auth-token-path {TOKEN_PATH} --address {head_ip}:{GCS_PORT} "
                                    "2>/dev/null", check=False)
     try:
         return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sandbox import ROOT, Sandbox
 
 VENV = "/opt/rayfleet/venv"
-DASHBOARD_PORT = 8265
+GCS_PORT = 6379
 TOKEN_PATH = "/etc/rayfleet/auth-token"
 AUTH_ENV = f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH}"
 RAY_STOP = f"sudo -u rayfleet env {AUTH_ENV} {VENV}/bin/ray stop --force >/dev/null 2>&1; true"
@@ -88,8 +88,8 @@ def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str]
 
 
 def alive_nodes(sb: Sandbox, head: str) -> dict[str, str]:
-    """node_ip -> node_id of alive nodes, from Ray's state API on the head."""
-    out = remote(sb, head, f"{CLUSTER_CLI} --json --address http://{head}:{DASHBOARD_PORT}")
+    """node_ip -> node_id of alive nodes, from the GCS node table (read on the head)."""
+    out = remote(sb, head, f"{CLUSTER_CLI} --json --address {head}:{GCS_PORT}")
     return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}
 
 
@@ -110,7 +110,7 @@ def floor(sb: Sandbox, head: str, workers: list[str]) -> float:
     start(head, "head")
     with ThreadPoolExecutor(max(1, len(workers))) as pool:
         list(pool.map(lambda a: start(a, "worker"), workers))
-    remote(sb, head, f"{CLUSTER_CLI} --address http://{head}:{DASHBOARD_PORT} "
+    remote(sb, head, f"{CLUSTER_CLI} --address {head}:{GCS_PORT} "
                      f"--min-nodes {len(everyone)} --timeout 120 >/dev/null")
     took = time.monotonic() - begin
     # Back to the managed units (the next site.yml must find the cluster as it left it).

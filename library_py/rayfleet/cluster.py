@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Cluster membership read through Ray's own state API (``ray.util.state.list_nodes``).
+"""Cluster membership read through Ray's own APIs: the state API of the head's dashboard
+(``ray.util.state.list_nodes``, for an ``http://`` address), or the GCS node table (Ray's ``GcsClient``, what
+``ray status`` and ``ray drain-node`` use, for a ``host:port`` address). Nodes need only the GCS port: the dashboard
+can stay on the head's loopback.
 
 Examples:
-  python -m rayfleet.cluster --address http://10.0.0.10:8265              # table of nodes
-  python -m rayfleet.cluster --address http://10.0.0.10:8265 --json       # machine-readable
-  python -m rayfleet.cluster --address http://10.0.0.10:8265 --min-nodes 3 --timeout 120
+  python -m rayfleet.cluster --address 10.0.0.10:6379                     # table of nodes (GCS)
+  python -m rayfleet.cluster --address http://127.0.0.1:8265 --json       # machine-readable (state API, on the head)
+  python -m rayfleet.cluster --address 10.0.0.10:6379 --min-nodes 3 --timeout 120
 """
 
 from __future__ import annotations
@@ -118,6 +121,45 @@ def state_api_fetcher(address: str, timeout: int = 10, auth_token_path: str | No
     return fetch
 
 
+def gcs_node(info: Any) -> dict[str, Any]:
+    """One GcsNodeInfo (Ray's protobuf) as the state API's node fields."""
+    state = type(info).GcsNodeState.Name(info.state) if hasattr(type(info), "GcsNodeState") else (
+        "ALIVE" if info.state == 0 else "DEAD")
+    return {
+        "node_id": bytes(info.node_id).hex(),
+        "node_ip": info.node_manager_address,
+        "state": state,
+        "is_head_node": bool(info.is_head_node),
+        "node_name": info.node_name,
+        "resources_total": dict(info.resources_total),
+        "start_time_ms": int(info.start_time_ms),
+    }
+
+
+def gcs_fetcher(address: str, timeout: int = 10, auth_token_path: str | None = None) -> Fetcher:
+    """A fetcher that reads the node table from the cluster's GCS (``host:port``), with the cluster's Ray token
+    when ``auth_token_path`` is given. Only the GCS port has to be reachable."""
+    if auth_token_path:
+        os.environ.update(auth_env(auth_token_path))
+
+    def fetch() -> list[Any]:
+        try:
+            from ray._raylet import GcsClient
+        except ImportError as exc:  # pragma: no cover - depends on the node's venv
+            raise RayfleetError(f"cannot import Ray's GCS client ({exc}); is ray installed in this venv?") from exc
+        infos = GcsClient(address=address).get_all_node_info(timeout=timeout)
+        return [gcs_node(info) for info in infos.values()]
+
+    return fetch
+
+
+def fetcher(address: str, timeout: int = 10, auth_token_path: str | None = None) -> Fetcher:
+    """The state API for an ``http(s)://`` dashboard address, else the GCS at ``host:port``."""
+    if address.startswith(("http://", "https://")):
+        return state_api_fetcher(address, timeout=timeout, auth_token_path=auth_token_path)
+    return gcs_fetcher(address, timeout=timeout, auth_token_path=auth_token_path)
+
+
 def get_state(fetch: Fetcher) -> ClusterState:
     return ClusterState(tuple(NodeInfo.from_state(n) for n in fetch()))
 
@@ -168,7 +210,8 @@ def wait_for(
     if state is None:
         raise ClusterWaitTimeout(
             f"could not read the cluster state in {timeout:g} s: {last_error}. "
-            "Is the head's dashboard up and reachable from here (ray_dashboard_port)?")
+            "Is the head up, and its GCS (ray_gcs_port) or dashboard (ray_dashboard_port, on the head's loopback by "
+            "default) reachable from here?")
     parts = [f"{len(state.alive)} alive node(s) (wanted >= {min_nodes})"]
     gpus = state.totals().get("GPU", 0.0)
     if min_gpus:
@@ -199,14 +242,16 @@ def format_table(state: ClusterState) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rayfleet.cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--address", required=True, help="the head's dashboard URL, e.g. http://10.0.0.10:8265")
+    parser.add_argument("--address", required=True,
+                        help="the cluster's GCS (host:port, e.g. 10.0.0.10:6379) or the head's dashboard URL "
+                             "(e.g. http://127.0.0.1:8265)")
     parser.add_argument("--min-nodes", type=int, default=0)
     parser.add_argument("--min-gpus", type=float, default=0)
     parser.add_argument("--timeout", type=float, default=0, help="wait up to this many seconds (0: no wait)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--auth-token-path", help="the cluster's Ray token file (clusters with token auth)")
     args = parser.parse_args(argv)
-    fetch = state_api_fetcher(args.address, auth_token_path=args.auth_token_path)
+    fetch = fetcher(args.address, auth_token_path=args.auth_token_path)
     try:
         state = wait_for(fetch, min_nodes=args.min_nodes, min_gpus=args.min_gpus, timeout=args.timeout)
     except RayfleetError as exc:

@@ -29,6 +29,7 @@ from typing import Any
 from rayfleet.doctor import Target, load_inventory, targets_from_inventory
 
 DEFAULT_DASHBOARD_PORT = 8265
+DEFAULT_DASHBOARD_HOST = "127.0.0.1"  # the ray role's ray_dashboard_host
 
 
 def head_of(inventory: Mapping[str, Any]) -> tuple[Target, str, int]:
@@ -39,7 +40,8 @@ def head_of(inventory: Mapping[str, Any]) -> tuple[Target, str, int]:
                          f"{[t.name for t in targets]}")
     head = targets[0]
     hv = inventory.get("_meta", {}).get("hostvars", {}).get(head.name, {})
-    host = str(hv.get("ray_dashboard_host") or hv.get("ray_node_ip") or head.address)
+    # the ray role's default: the head's loopback; "" means its cluster address
+    host = str(hv.get("ray_dashboard_host", DEFAULT_DASHBOARD_HOST) or hv.get("ray_node_ip") or head.address)
     port = int(hv.get("ray_dashboard_port") or DEFAULT_DASHBOARD_PORT)
     return head, host, port
 

@@ -263,6 +263,15 @@ class RayNodeSettings:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @property
+    def gcs_address(self) -> str:
+        """The cluster's GCS (host:port): the head's own, or the one a worker joins. Membership checks read Ray's
+        node table there, so they need no dashboard (which may listen on the head's loopback only)."""
+        if self.role == "head":
+            host = f"[{self.node_ip}]" if ":" in self.node_ip else self.node_ip
+            return f"{host}:{self.ports.gcs}"
+        return str(self.head_address)
+
+    @property
     def dashboard_url(self) -> str:
         """Where the head's dashboard (and Ray's state API) answers."""
         if self.role == "head":

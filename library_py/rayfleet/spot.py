@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rayfleet.cluster import get_state, state_api_fetcher
+from rayfleet.cluster import gcs_fetcher, get_state
 from rayfleet.errors import RayfleetError
 from rayfleet.raynode import RayNodeSettings, load_settings, split_address
 
@@ -82,12 +82,12 @@ def gcp_notice(base_url: str, timeout: float = 2.0) -> Notice | None:
 
 
 def node_id_of(settings: RayNodeSettings) -> str:
-    """This node's id, from Ray's state API (the node registered with this settings file's IP)."""
-    fetch = state_api_fetcher(settings.dashboard_url, auth_token_path=settings.auth_token_path)
+    """This node's id, from the cluster's GCS node table (the node registered with this settings file's IP)."""
+    fetch = gcs_fetcher(settings.gcs_address, auth_token_path=settings.auth_token_path)
     for node in get_state(fetch).nodes:
         if node.node_ip == settings.node_ip and node.alive:
             return node.node_id
-    raise RayfleetError(f"no alive Ray node with IP {settings.node_ip} in the cluster at {settings.dashboard_url}")
+    raise RayfleetError(f"no alive Ray node with IP {settings.node_ip} in the cluster at {settings.gcs_address}")
 
 
 def drain_command(settings: RayNodeSettings, node_id: str, notice: Notice) -> list[str]:

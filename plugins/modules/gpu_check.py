@@ -32,7 +32,9 @@ options:
     type: bool
     default: false
   ray_address:
-    description: The head's dashboard URL; when set, Ray's GPU count for O(node_ip) is compared with NVML's.
+    description:
+      - The cluster's GCS (C(host:port), reachable from every node) or the head's dashboard URL (C(http://...));
+        when set, Ray's GPU count for O(node_ip) is compared with NVML's.
     type: str
   node_ip:
     description: This node's IP as Ray knows it (with O(ray_address)).
@@ -113,7 +115,7 @@ EXAMPLES = r"""
 - name: Every GPU visible, healthy, and counted by Ray
   rayfleet.cluster.gpu_check:
     expect_gpus: 8
-    ray_address: "http://{{ hostvars[groups['ray_head'][0]].ansible_default_ipv4.address }}:8265"
+    ray_address: "{{ hostvars[groups['ray_head'][0]].ansible_default_ipv4.address }}:6379"
     node_ip: "{{ ansible_default_ipv4.address }}"
     auth_token_path: /etc/rayfleet/auth-token
   vars:
@@ -198,7 +200,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
-    from rayfleet.cluster import get_state, state_api_fetcher
+    from rayfleet.cluster import fetcher, get_state
     from rayfleet.errors import RayfleetError
     from rayfleet.gpu import (
         HARDWARE_XIDS,
@@ -243,7 +245,7 @@ def build_module():
 def ray_node_resources(address, node_ip, auth_token_path):
     """The resources Ray reports for the alive node with this IP (None when Ray lists no such node)."""
     os.environ.update(auth_env(auth_token_path))
-    node = get_state(state_api_fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
+    node = get_state(fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
     return None if node is None else dict(node.resources)
 
 

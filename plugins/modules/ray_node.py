@@ -17,8 +17,9 @@ description:
   - Ray is restarted only when the effective settings change (or O(state=restarted)); a re-run with
     the same settings leaves the running node untouched, so its node id does not change.
   - When systemd is PID 1 the node is started through its unit; otherwise C(ray start) is run directly.
-  - After a start or restart the module waits until Ray's own state API lists this node alive with the
-    expected resources, and returns its node id, IP and resources.
+  - After a start or restart the module waits until the cluster's GCS node table (Ray's own C(GcsClient), as
+    C(ray status) reads it) lists this node alive with the expected resources, and returns its node id, IP and
+    resources. Only the GCS port is needed, so the head's dashboard may listen on its loopback only.
   - Must run with the Ray venv's interpreter (the C(rayfleet) library and C(ray) are imported there).
 author:
   - rayfleet authors (@rayfleet)
@@ -80,10 +81,12 @@ options:
     type: path
     default: /tmp/ray
   dashboard_host:
-    description: Address the head's dashboard binds to. Defaults to O(node_ip) (not 0.0.0.0).
+    description:
+      - Address the head's dashboard (state API, Jobs API) binds to. Defaults to O(node_ip) (not 0.0.0.0).
+      - C(127.0.0.1) keeps it on the head, reached through an SSH tunnel; nodes never need it.
     type: str
   include_dashboard:
-    description: Run the dashboard on the head. Required for Ray's state API, job submission and the wait.
+    description: Run the dashboard on the head. Required for Ray's state API and job submission.
     type: bool
     default: true
   env:
@@ -103,7 +106,7 @@ options:
   auth_token_path:
     description:
       - File holding the cluster's Ray token (Ray token authentication, C(RAY_AUTH_MODE=token)).
-      - Ray on this node, and this module's own state API queries, authenticate with it.
+      - Ray on this node, and this module's own GCS queries, authenticate with it.
       - The token itself never enters the settings file, only this path.
       - Unset, Ray runs without token authentication.
     type: path
@@ -209,10 +212,15 @@ ray_start_args:
   type: list
   elements: str
 dashboard_url:
-  description: The head's dashboard (state API) address this node was checked against.
+  description: The head's dashboard (state API and Jobs API) address; on the head's loopback by default.
   returned: when state is not stopped
   type: str
-  sample: http://10.0.0.10:8265
+  sample: http://127.0.0.1:8265
+gcs_address:
+  description: The cluster's GCS whose node table this node was checked against (no dashboard needed).
+  returned: when state is not stopped
+  type: str
+  sample: 10.0.0.10:6379
 service:
   description: The systemd unit, or C(none) when Ray runs without systemd.
   returned: always
@@ -235,7 +243,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
-    from rayfleet.cluster import get_state, lacking_resources, state_api_fetcher
+    from rayfleet.cluster import gcs_fetcher, get_state, lacking_resources
     from rayfleet.errors import RayfleetError, SettingsError
     from rayfleet.raynode import RayNodeSettings, resolve, settings_diff, split_address
 except ImportError:
@@ -335,8 +343,8 @@ REGISTRATION_GRACE_S = 15
 
 
 def wait_registered(module, settings, not_node_id, timeout):
-    """Poll Ray's state API until this node is alive with the expected resources."""
-    fetch = state_api_fetcher(settings.dashboard_url, timeout=10)
+    """Poll the cluster's GCS node table until this node is alive with the expected resources."""
+    fetch = gcs_fetcher(settings.gcs_address, timeout=10)
     want = settings.expected_resources()
     deadline = time.monotonic() + timeout
     problem = "no answer yet"
@@ -353,22 +361,22 @@ def wait_registered(module, settings, not_node_id, timeout):
                     return node
                 problem = "resources differ (name: wanted, found): %s" % ", ".join(
                     "%s: %g, %g" % (k, w, f) for k, (w, f) in sorted(lacking.items()))
-        except Exception as exc:  # the dashboard may still be starting
+        except Exception as exc:  # the GCS may still be starting
             problem = to_native(exc)
         if time.monotonic() >= deadline:
             module.fail_json(
                 msg="Ray %s on %s did not register alive within %d s at %s: %s. "
                     "See 'journalctl -u %s' and %s/session_latest/logs on this host."
-                    % (settings.role, settings.node_ip, timeout, settings.dashboard_url, problem,
+                    % (settings.role, settings.node_ip, timeout, settings.gcs_address, problem,
                        module.params["service"] or "ray-" + settings.role, settings.temp_dir))
         time.sleep(1)
 
 
 def registered_within(settings, seconds):
-    """Whether Ray lists this node alive within `seconds`: True as soon as it does; False when Ray's state API
-    answered (last poll) and never listed it; None when the API did not answer (the head may be down, and
-    restarting this node would not help)."""
-    fetch = state_api_fetcher(settings.dashboard_url, timeout=5)
+    """Whether Ray lists this node alive within `seconds`: True as soon as it does; False when the GCS answered
+    (last poll) and never listed it; None when it did not answer (the head may be down, and restarting this node
+    would not help)."""
+    fetch = gcs_fetcher(settings.gcs_address, timeout=5)
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -384,7 +392,7 @@ def registered_within(settings, seconds):
 
 def current_node_id(settings):
     try:
-        node = get_state(state_api_fetcher(settings.dashboard_url, timeout=5)).alive_by_ip().get(settings.node_ip)
+        node = get_state(gcs_fetcher(settings.gcs_address, timeout=5)).alive_by_ip().get(settings.node_ip)
     except Exception:
         return None
     return node.node_id if node else None
@@ -430,21 +438,17 @@ def main():
     if not os.access(settings.ray_bin, os.X_OK):
         module.fail_json(msg="ray_bin: %s is not an executable; install Ray with the rayfleet.cluster.ray role "
                              "or set ray_bin" % settings.ray_bin)
-    if role == "head" and not settings.include_dashboard and p["wait"]:
-        module.fail_json(msg="wait needs the head's dashboard (Ray's state API): set include_dashboard=true "
-                             "or wait=false")
-
     if settings.auth_token_path and not os.path.isfile(settings.auth_token_path):
         module.fail_json(msg="auth_token_path: %s is not a file on this node; the ray role installs the cluster's "
                              "token there" % settings.auth_token_path)
-    # This module's own state API queries carry the token too.
+    # This module's own GCS queries carry the token too.
     os.environ.update(settings.auth_env())
     after = settings.to_dict()
     content = settings.to_json()
     changes = settings_diff(before, after)
     result.update(settings_changed=bool(changes), changed_keys=sorted(changes),
                   ray_start_args=settings.start_args(block=True), dashboard_url=settings.dashboard_url,
-                  node_ip=settings.node_ip, node_id="", resources={})
+                  gcs_address=settings.gcs_address, node_ip=settings.node_ip, node_id="", resources={})
     if module._diff:
         result["diff"] = dict(
             before_header=config_path, after_header=config_path,

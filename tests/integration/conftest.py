@@ -24,6 +24,8 @@ RAY_NO_TOKEN = f"{VENV}/bin/ray"
 PYTHON_AS_RAY = (f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
                  f"{VENV}/bin/python")
 SANDBOX = os.environ.get("RAYFLEET_SANDBOX", "molecule")
+# The dashboard (state API, Jobs API) listens on the head's loopback: commands run on the head use this.
+DASHBOARD = f"http://{RAY_DEFAULTS['ray_dashboard_host']}:{RAY_DEFAULTS['ray_dashboard_port']}"
 CONTAINERS_CONF = str(ROOT / "sandbox" / "containers.conf")
 
 
@@ -42,8 +44,9 @@ def journal(host, unit: str) -> str:
 
 
 def ray_nodes(head, head_ip: str) -> list[dict]:
-    """`ray list nodes` on the head, as JSON (Ray's own CLI and state API)."""
-    cmd = head.run(f"cd /tmp && {RAY} list nodes --format json --limit 1000 --address http://{head_ip}:8265")
+    """`ray list nodes` on the head (head_ip: its cluster address), as JSON (Ray's own CLI and state API)."""
+    del head_ip  # the dashboard listens on the head's loopback
+    cmd = head.run(f"cd /tmp && {RAY} list nodes --format json --limit 1000 --address {DASHBOARD}")
     assert cmd.rc == 0, f"ray list nodes failed on the head: {cmd.stderr}"
     return json.loads(cmd.stdout)
 

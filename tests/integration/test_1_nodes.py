@@ -61,8 +61,9 @@ def test_pinned_ports_listen_where_expected(host):
         assert str(PORTS[name]) in listening, f"{name} port {PORTS[name]} not listening on {host.backend.host}"
     if role_of(host) == "head":
         assert host.socket(f"tcp://{PORTS['gcs']}").is_listening
-        # The dashboard (state API, job submission) binds the cluster address only, never all interfaces.
-        assert host.socket(f"tcp://{ip}:{PORTS['dashboard']}").is_listening
+        # The dashboard (state API, job submission) binds the head's loopback only (an SSH tunnel reaches it).
+        assert host.socket(f"tcp://127.0.0.1:{PORTS['dashboard']}").is_listening
+        assert not host.socket(f"tcp://{ip}:{PORTS['dashboard']}").is_listening
         assert not host.socket(f"tcp://0.0.0.0:{PORTS['dashboard']}").is_listening
     else:
         for name in ("gcs", "dashboard", "client_server"):

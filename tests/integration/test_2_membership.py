@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
-from conftest import RAY, RAY_DEFAULTS, alive_ips, inventory_ips, node_ip, ray_nodes
+from conftest import DASHBOARD, RAY, RAY_DEFAULTS, alive_ips, inventory_ips, node_ip, ray_nodes
 
 testinfra_hosts = ["ansible://ray_head"]
 
@@ -55,7 +55,7 @@ def test_a_submitted_job_runs_a_task_on_every_node(host, request):
     """Ray's Jobs API on the head: `python` is the venv's, and tasks run on every node."""
     encoded = base64.b64encode(JOB.encode()).decode()
     host.run(f"echo {encoded} | base64 -d > /tmp/rayfleet_job_check.py && chmod 0644 /tmp/rayfleet_job_check.py")
-    cmd = host.run(f"cd /tmp && timeout 180 {RAY} job submit --address http://{node_ip(host)}:8265 "
+    cmd = host.run(f"cd /tmp && timeout 180 {RAY} job submit --address {DASHBOARD} "
                    "-- python /tmp/rayfleet_job_check.py")
     assert cmd.rc == 0, f"job failed:\n{cmd.stdout[-3000:]}\n{cmd.stderr[-2000:]}"
     line = next((ln for ln in cmd.stdout.splitlines() if ln.startswith("RESULT ")), None)

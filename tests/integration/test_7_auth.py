@@ -4,21 +4,21 @@ Jobs API and Ray's CLI are refused; with it they work. The token is 0600 on ever
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import shlex
 
-from conftest import RAY, RAY_NO_TOKEN, ROOT, SANDBOX, TOKEN_PATH, head_host, node_ip, role_of, run_site
+from conftest import DASHBOARD, RAY, RAY_NO_TOKEN, ROOT, SANDBOX, TOKEN_PATH, head_host, role_of, run_site
 
 CONTROLLER_TOKEN = ROOT / ".sandbox" / SANDBOX / "ray_auth_token"
 
 
-def _get(url: str, token: str | None = None) -> int:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+def _get(head, url: str, token: str | None = None) -> int:
+    """HTTP status of a GET on the head (the dashboard listens on its loopback)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    script = ("import sys, urllib.error, urllib.request\n"
+              f"req = urllib.request.Request({url!r}, headers={headers!r})\n"
+              "try:\n    print(urllib.request.urlopen(req, timeout=10).status)\n"
+              "except urllib.error.HTTPError as exc:\n    print(exc.code)\n")
+    return int(head.check_output(f"python3 -c {shlex.quote(script)}"))
 
 
 def test_token_files_are_private(host):
@@ -33,20 +33,19 @@ def test_token_files_are_private(host):
 
 def test_state_api_refuses_requests_without_the_token(request):
     host = head_host(request)
-    url = f"http://{node_ip(host)}:8265/api/v0/nodes"
-    assert _get(url) in (401, 403), "the state API answered without a token"
-    assert _get(url, "0" * 64) in (401, 403), "the state API accepted a wrong token"
-    assert _get(url, CONTROLLER_TOKEN.read_text().strip()) == 200
+    url = f"{DASHBOARD}/api/v0/nodes"
+    assert _get(host, url) in (401, 403), "the state API answered without a token"
+    assert _get(host, url, "0" * 64) in (401, 403), "the state API accepted a wrong token"
+    assert _get(host, url, CONTROLLER_TOKEN.read_text().strip()) == 200
 
 
 def test_cli_and_jobs_refused_without_the_token(request):
     host = head_host(request)
-    ip = node_ip(host)
-    listed = host.run(f"cd /tmp && timeout 60 {RAY_NO_TOKEN} list nodes --address http://{ip}:8265")
+    listed = host.run(f"cd /tmp && timeout 60 {RAY_NO_TOKEN} list nodes --address {DASHBOARD}")
     assert listed.rc != 0, f"ray list nodes worked without the token:\n{listed.stdout}"
-    job = host.run(f"cd /tmp && timeout 60 {RAY_NO_TOKEN} job submit --no-wait --address http://{ip}:8265 -- true")
+    job = host.run(f"cd /tmp && timeout 60 {RAY_NO_TOKEN} job submit --no-wait --address {DASHBOARD} -- true")
     assert job.rc != 0, f"a job was accepted without the token:\n{job.stdout}"
-    assert host.run(f"cd /tmp && timeout 60 {RAY} list nodes --address http://{ip}:8265").rc == 0
+    assert host.run(f"cd /tmp && timeout 60 {RAY} list nodes --address {DASHBOARD}").rc == 0
 
 
 def test_token_never_appears_in_ansible_output():

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import (
+    DASHBOARD,
     RAY,
     ROOT,
     SANDBOX,
@@ -30,7 +31,7 @@ NOTICE = "/run/fake-imds-notice"
 
 def node_entry(head, head_ip: str, node_id: str) -> dict:
     """One node's entry in Ray's state API (ray list nodes --detail), by id."""
-    out = head.run(f"cd /tmp && {RAY} list nodes --detail --format json --limit 1000 --address http://{head_ip}:8265")
+    out = head.run(f"cd /tmp && {RAY} list nodes --detail --format json --limit 1000 --address {DASHBOARD}")
     assert out.rc == 0, out.stderr
     return next(n for n in json.loads(out.stdout) if n["node_id"] == node_id)
 

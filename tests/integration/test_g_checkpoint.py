@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from conftest import (
+    DASHBOARD,
     RAY,
     ROOT,
     SANDBOX,
@@ -127,7 +128,7 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
     run = f"resume-{int(time.time())}"
     podman("exec", container(f"{SANDBOX}-head"), "sh", "-c",
            f"mkdir -p /tmp/ckptjob && cat > /tmp/ckptjob/train.py <<'EOF'\n{TRAIN.replace('RUN_NAME', run)}\nEOF")
-    submit = head.run(f"cd /tmp && {RAY} job submit --address http://{head_ip}:8265 --submission-id {run} "
+    submit = head.run(f"cd /tmp && {RAY} job submit --address {DASHBOARD} --submission-id {run} "
                       "--working-dir /tmp/ckptjob --no-wait -- python train.py")
     assert submit.rc == 0, submit.stdout + submit.stderr
     client = s3(s3_url)
@@ -143,7 +144,7 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
     deadline = time.monotonic() + 300
     while not [s for s in states() if s["epoch"] >= 2]:
         if time.monotonic() > deadline:
-            logs = head.run(f"cd /tmp && {RAY} job logs --address http://{head_ip}:8265 {run}").stdout
+            logs = head.run(f"cd /tmp && {RAY} job logs --address {DASHBOARD} {run}").stdout
             pytest.fail(f"no third checkpoint in the store after 300 s; job log:\n{logs[-3000:]}")
         time.sleep(1)
     first = states()[-1]
@@ -154,12 +155,12 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
         deadline = time.monotonic() + 420
         status = ""
         while time.monotonic() < deadline:
-            status = head.run(f"cd /tmp && {RAY} job status --address http://{head_ip}:8265 {run}").stdout
+            status = head.run(f"cd /tmp && {RAY} job status --address {DASHBOARD} {run}").stdout
             status = status.lower()
             if "succeeded" in status or "failed" in status or "stopped" in status:
                 break
             time.sleep(3)
-        logs = head.run(f"cd /tmp && {RAY} job logs --address http://{head_ip}:8265 {run}").stdout
+        logs = head.run(f"cd /tmp && {RAY} job logs --address {DASHBOARD} {run}").stdout
         assert f"job '{run}' succeeded" in status, f"{status}\n{logs[-4000:]}"
         result = json.loads(logs.split("RESULT ", 1)[1].splitlines()[0])
         assert result["epoch"] == 7

@@ -91,3 +91,43 @@ def test_format_table_puts_head_first():
     assert lines[0].split() == ["NODE_IP", "STATE", "HEAD", "CPU", "GPU", "NODE_ID"]
     assert lines[1].startswith("10.0.0.1") and "yes" in lines[1]
     assert lines[-1] == "alive: 2/2  CPU: 4  GPU: 0"
+
+
+class FakeGcsNodeInfo:
+    """The fields of Ray's GcsNodeInfo protobuf that rayfleet reads (GcsClient.get_all_node_info's values)."""
+
+    class GcsNodeState:
+        @staticmethod
+        def Name(value):
+            return {0: "ALIVE", 1: "DEAD"}[value]
+
+    def __init__(self, ip, state=0, head=False, start=0):
+        self.node_id = bytes.fromhex("ab" * 28)
+        self.node_manager_address = ip
+        self.state = state
+        self.is_head_node = head
+        self.node_name = ip
+        self.resources_total = {"CPU": 2.0, f"node:{ip}": 1.0}
+        self.start_time_ms = start
+
+
+def test_gcs_node_table_reads_like_the_state_api():
+    from rayfleet.cluster import gcs_node
+
+    state = get_state(lambda: [gcs_node(FakeGcsNodeInfo("10.0.0.1", head=True, start=5)),
+                               gcs_node(FakeGcsNodeInfo("10.0.0.2", state=1))])
+    head, dead = state.nodes
+    assert head.node_id == "ab" * 28 and head.alive and head.is_head and head.resources == {"CPU": 2.0}
+    assert head.start_time_ms == 5 and head.node_name == "10.0.0.1"
+    assert dead.state == "DEAD" and list(state.alive_by_ip()) == ["10.0.0.1"]
+
+
+def test_address_picks_the_api(monkeypatch):
+    from rayfleet import cluster
+
+    seen = []
+    monkeypatch.setattr(cluster, "state_api_fetcher", lambda a, **kw: seen.append(("state", a)))
+    monkeypatch.setattr(cluster, "gcs_fetcher", lambda a, **kw: seen.append(("gcs", a)))
+    cluster.fetcher("http://127.0.0.1:8265")
+    cluster.fetcher("10.0.0.1:6379")
+    assert seen == [("state", "http://127.0.0.1:8265"), ("gcs", "10.0.0.1:6379")]

@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """rayfleet.dashboard: where the head's dashboard is, and the ssh command that reaches it."""
 
+from pathlib import Path
+
 import pytest
 from rayfleet.dashboard import head_of, ssh_command
+
+ROOT = Path(__file__).resolve().parents[2]
 
 INVENTORY = {
     "_meta": {"hostvars": {
@@ -16,14 +20,29 @@ INVENTORY = {
 }
 
 
-def test_the_dashboard_is_on_the_heads_cluster_address_reached_over_ssh():
+def test_the_dashboard_is_on_the_heads_loopback_reached_over_ssh():
     head, host, port = head_of(INVENTORY)
-    assert (head.name, host, port) == ("h", "10.0.0.10", 8265)
+    assert (head.name, host, port) == ("h", "127.0.0.1", 8265)
     cmd = ssh_command(head, host, port, 18265)
     assert cmd[:2] == ["ssh", "-N"] and cmd[-1] == "ops@203.0.113.10"
     assert "StrictHostKeyChecking=yes" in cmd and "UserKnownHostsFile=/keys/known_hosts" in cmd
-    assert "127.0.0.1:18265:10.0.0.10:8265" in cmd and cmd[cmd.index("-p"):cmd.index("-p") + 2] == ["-p", "2222"]
+    assert "127.0.0.1:18265:127.0.0.1:8265" in cmd and cmd[cmd.index("-p"):cmd.index("-p") + 2] == ["-p", "2222"]
     assert cmd[cmd.index("-i"):cmd.index("-i") + 2] == ["-i", "/keys/id"]
+
+
+def test_an_empty_dashboard_host_means_the_cluster_address():
+    inventory = {**INVENTORY, "_meta": {"hostvars": {**INVENTORY["_meta"]["hostvars"]}}}
+    inventory["_meta"]["hostvars"]["h"] = {**inventory["_meta"]["hostvars"]["h"], "ray_dashboard_host": ""}
+    assert head_of(inventory)[1:] == ("10.0.0.10", 8265)
+
+
+def test_the_default_is_the_ray_roles():
+    import yaml
+    from rayfleet.dashboard import DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT
+
+    defaults = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+    assert (defaults["ray_dashboard_host"], defaults["ray_dashboard_port"]) == (DEFAULT_DASHBOARD_HOST,
+                                                                               DEFAULT_DASHBOARD_PORT)
 
 
 def test_an_inventory_without_one_head_is_refused():

@@ -29,6 +29,7 @@ def test_worker_gets_default_gcs_port_and_no_head_flags():
     assert "--address=10.0.0.10:6379" in args
     assert "--head" not in args and "--block" not in args
     assert settings.dashboard_url == "http://10.0.0.10:8265"
+    assert settings.gcs_address == "10.0.0.10:6379"  # what its membership checks read: no dashboard needed
 
 
 def test_ipv6_head_address():
@@ -36,6 +37,10 @@ def test_ipv6_head_address():
     assert (host, port) == ("fd00::1", 7000)
     settings = RayNodeSettings.from_mapping({**WORKER, "node_ip": "fd00::2", "head_address": "[fd00::1]"})
     assert settings.dashboard_url == "http://[fd00::1]:8265"
+    assert settings.gcs_address == "[fd00::1]:6379"
+    head = RayNodeSettings.from_mapping({k: v for k, v in {**WORKER, "role": "head", "node_ip": "fd00::1"}.items()
+                                         if k != "head_address"})
+    assert head.gcs_address == "[fd00::1]:6379"
 
 
 @pytest.mark.parametrize(

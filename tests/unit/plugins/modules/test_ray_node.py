@@ -30,9 +30,12 @@ class FakeSystemd:
 class FakeCluster:
     generation = 0
     cpus = 2.0
+    addresses: list = []
 
     @classmethod
     def fetcher(cls, address, timeout=10):
+        cls.addresses.append(address)
+
         def fetch():
             if not FakeSystemd.active:
                 raise ConnectionError("connection refused")
@@ -48,10 +51,10 @@ def node_env(tmp_path, monkeypatch):
     ray_bin.write_text("#!/bin/sh\n")
     ray_bin.chmod(0o755)
     FakeSystemd.active, FakeSystemd.actions = False, []
-    FakeCluster.generation, FakeCluster.cpus = 0, 2.0
+    FakeCluster.generation, FakeCluster.cpus, FakeCluster.addresses = 0, 2.0, []
     monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
     monkeypatch.setattr(ray_node, "systemd_is_init", lambda: True)
-    monkeypatch.setattr(ray_node, "state_api_fetcher", FakeCluster.fetcher)
+    monkeypatch.setattr(ray_node, "gcs_fetcher", FakeCluster.fetcher)
     monkeypatch.setattr(ray_node.time, "sleep", lambda s: None)
     base = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray_bin), "num_cpus": 2,
             "config_path": str(tmp_path / "ray-head.json"), "wait_timeout": 5}
@@ -67,6 +70,8 @@ def test_first_run_writes_settings_and_starts(node_env):
     assert out.result["resources"] == {"CPU": 2.0}
     assert FakeSystemd.actions == [("start", "ray-head.service")]
     assert json.loads(config.read_text())["num_cpus"] == 2
+    # checked in the GCS node table, not through the dashboard (which may listen on the head's loopback only)
+    assert set(FakeCluster.addresses) == {"10.0.0.10:6379"} and out.result["gcs_address"] == "10.0.0.10:6379"
 
 
 def test_rerun_with_same_settings_touches_nothing(node_env):
@@ -142,7 +147,7 @@ def test_stopped_stops_an_active_node(node_env):
 
 
 def _worker(tmp_path, monkeypatch, listed):
-    """A worker whose unit is active; Ray's state API lists it alive only when listed() is true."""
+    """A worker whose unit is active; the GCS lists it alive only when listed() is true."""
     def fetcher(address, timeout=10):
         def fetch():
             nodes = [{"node_id": "head", "node_ip": "10.0.0.10", "state": "ALIVE", "is_head_node": True,
@@ -152,7 +157,7 @@ def _worker(tmp_path, monkeypatch, listed):
                               "resources_total": {}})
             return nodes
         return fetch
-    monkeypatch.setattr(ray_node, "state_api_fetcher", fetcher)
+    monkeypatch.setattr(ray_node, "gcs_fetcher", fetcher)
     clock = iter(range(0, 10_000))
     monkeypatch.setattr(ray_node.time, "monotonic", lambda: next(clock))
     ray_bin = tmp_path / "ray"
@@ -187,7 +192,7 @@ def test_worker_is_not_restarted_when_the_head_does_not_answer(node_env, tmp_pat
         def fetch():
             raise ConnectionError("connection refused")
         return fetch
-    monkeypatch.setattr(ray_node, "state_api_fetcher", down)
+    monkeypatch.setattr(ray_node, "gcs_fetcher", down)
     out = run(ray_node, args)
     assert out.failed and "did not register alive" in out.result["msg"]
     assert FakeSystemd.actions == [], "no restart without Ray's word that the node is gone"
