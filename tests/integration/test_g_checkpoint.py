@@ -104,7 +104,12 @@ def store(s3_url, tmp_path_factory):
     proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox",
                            "--tags", "checkpoint_store,ray", "-e", f"@{extra}"],
                           cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=900)
-    return proc
+    yield proc
+    # the store off again and the workers without their 'trainer' resource: later modules get the inventory's cluster
+    off = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox",
+                          "--tags", "checkpoint_store,ray"],
+                         cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=900)
+    assert off.returncode == 0, off.stdout[-4000:]
 
 
 def test_the_store_is_configured_without_leaking_the_key(request, store, s3_url):
