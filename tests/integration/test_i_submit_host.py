@@ -108,7 +108,7 @@ def test_client_files_token_and_ray_version(submit_host, request):
 
 def test_dashboard_only_through_the_tunnel_and_only_with_the_token(submit_host, request):
     head_ip = inventory_ips(request)[f"{SANDBOX}-head"]
-    assert "error" in http_status(f"http://{head_ip}:{PORT}/api/version"), "the firewall lets the submit host in"
+    assert "error" in http_status(f"http://{head_ip}:{PORT}/api/version"), "the dashboard is open to the submit host"
     assert http_status(f"http://127.0.0.1:{PORT}/api/version") == {"status": 200}
     assert http_status(f"http://127.0.0.1:{PORT}/api/version", token=False)["status"] in (401, 403)
 
@@ -122,7 +122,9 @@ def test_forwarding_key_opens_nothing_else(submit_host, request):
     other = on_submit(f"{ssh} -W {head_ip}:{RAY_DEFAULTS['ray_gcs_port']} < /dev/null", timeout=30)
     assert other.returncode != 0 and "prohibited" in other.stderr, other
     keys = head_host(request).check_output("sudo cat /var/lib/rayfleet-tunnel/.ssh/authorized_keys")
-    assert f'restrict,port-forwarding,permitopen="{head_ip}:{PORT}",command="/usr/sbin/nologin" ssh-ed25519' in keys
+    # the forward goes to the dashboard on the head's loopback, and nowhere else
+    dashboard = f"{RAY_DEFAULTS['ray_dashboard_host']}:{PORT}"
+    assert f'restrict,port-forwarding,permitopen="{dashboard}",command="/usr/sbin/nologin" ssh-ed25519' in keys
 
 
 def test_ray_cli_submits_from_the_submit_host(submit_host):
