@@ -27,7 +27,7 @@ def teamb_nodes(head) -> list[dict]:
     cmd = head.run(f"cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token "
                    f"RAY_AUTH_TOKEN_PATH=/etc/rayfleet/auth-token-teamb {VENV}/bin/ray list nodes "
                    "--format json --limit 100 "
-                   f"--address http://{node_ip(head)}:{B['ray_dashboard_port']}")
+                   f"--address http://127.0.0.1:{B['ray_dashboard_port']}")  # its dashboard, on the head's loopback
     assert cmd.rc == 0, cmd.stderr
     return json.loads(cmd.stdout)
 
