@@ -41,8 +41,8 @@ def test_the_default_is_the_ray_roles():
     from rayfleet.dashboard import DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT
 
     defaults = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
-    assert (defaults["ray_dashboard_host"], defaults["ray_dashboard_port"]) == (DEFAULT_DASHBOARD_HOST,
-                                                                               DEFAULT_DASHBOARD_PORT)
+    role_default = (defaults["ray_dashboard_host"], defaults["ray_dashboard_port"])
+    assert role_default == (DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT)
 
 
 def test_an_inventory_without_one_head_is_refused():
