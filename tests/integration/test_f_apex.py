@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 from conftest import ROOT, VENV, ansible_env, inventory_ips
+
+# Not in make test, to keep it short (make test-full runs it):
+# Apex's build and wheel cache on a stand-in source (about 2 min).
+pytestmark = pytest.mark.extended
 
 STANDIN = ROOT / "tests/integration/files/apex-standin"
 

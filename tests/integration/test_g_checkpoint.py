@@ -31,6 +31,10 @@ from conftest import (
 )
 from motoserver import moto_server
 
+# Not in make test, to keep it short (make test-full runs it):
+# the checkpoint store against moto and a Ray Train resume (about 4 min).
+pytestmark = pytest.mark.extended
+
 BUCKET = "rayfleet-checkpoints"
 SECRET = "s3cr3t-rayfleet-ckpt-0123456789"
 TRAIN = r'''

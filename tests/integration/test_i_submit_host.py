@@ -23,6 +23,10 @@ from conftest import (
     inventory_ips,
 )
 
+# Not in make test, to keep it short (make test-full runs it):
+# a fourth host made a submit host, with its own Ray venv (about 3.5 min).
+pytestmark = pytest.mark.extended
+
 SUBMIT = container(f"{SANDBOX}-submit")
 USER = "debian"
 HOME = f"/home/{USER}"

@@ -18,6 +18,10 @@ import pytest
 from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, node_ip, ray_nodes
 from testinfra import get_host
 
+# Not in make test, to keep it short (make test-full runs it):
+# Ray in a podman container on worker2, from the node image (about 3 min).
+pytestmark = pytest.mark.extended
+
 CONTAINERS = ROOT / "tests/integration/files/containers.yml"
 VERSION = re.search(r'^ray_version: "(.*)"', (ROOT / "roles/ray/defaults/main.yml").read_text(), re.M)[1]
 IMAGE = f"localhost/rayfleet-ray:{VERSION}"
