@@ -29,11 +29,11 @@ DASHBOARD = f"http://{RAY_DEFAULTS['ray_dashboard_host']}:{RAY_DEFAULTS['ray_das
 CONTAINERS_CONF = str(ROOT / "sandbox" / "containers.conf")
 
 
-
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "extended: a slow module left out of make test (make molecule: -m 'not extended') and run by "
         "make test-full")
+
 
 def role_of(host) -> str:
     groups = host.ansible.get_variables()["group_names"]
