@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Prometheus on the head (loopback only) scrapes every Ray node through Ray's service discovery and every node
-exporter; a Ray metric is queryable through its HTTP API."""
+exporter; a Ray metric is queryable through its HTTP API; the head's Ray dashboard reads that Prometheus (its own
+health check says so), shows no Metrics tab for a Grafana the sandbox does not run (no Grafana repository is
+reachable here), and writes the Grafana dashboards the monitoring role would provision."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import urllib.parse
 
-from conftest import SANDBOX, inventory_ips, node_ip
+from conftest import DASHBOARD, SANDBOX, TOKEN_PATH, inventory_ips, node_ip
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
 PROM = "http://127.0.0.1:9090"
@@ -53,3 +56,44 @@ def test_a_ray_metric_is_queryable(host, request):
             break
         assert time.monotonic() < deadline, f"ray_node_cpu_count from {seen}, expected {ips}"
         time.sleep(3)
+
+
+def _dashboard(host, path: str) -> dict:
+    """GET on the head's dashboard (loopback) with the cluster's token, as the Ray user; its JSON body."""
+    script = ("import json, sys, urllib.error, urllib.request\n"
+              f"token = open({TOKEN_PATH!r}).read().strip()\n"
+              f"req = urllib.request.Request({DASHBOARD + path!r}, headers={{'Authorization': 'Bearer ' + token}})\n"
+              "try:\n    body = urllib.request.urlopen(req, timeout=20).read()\n"
+              "except urllib.error.HTTPError as exc:\n    body = exc.read()\n"
+              "print(body.decode())\n")
+    out = host.run(f"sudo -u rayfleet python3 -c {shlex.quote(script)}")
+    assert out.rc == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_ray_dashboard_reads_this_prometheus(host):
+    settings = json.loads(host.file("/etc/rayfleet/ray-head.json").content_string)
+    assert settings["env"]["RAY_PROMETHEUS_HOST"] == PROM
+    health = _dashboard(host, "/api/prometheus_health")
+    assert health["result"] is True and health["msg"] == "prometheus running", health
+
+
+def test_no_grafana_means_no_metrics_tab(host):
+    """Without monitoring_grafana the head's dashboard is told so (RAY_GRAFANA_HOST=DISABLED) instead of probing a
+    Grafana at localhost:3000 that is not there."""
+    settings = json.loads(host.file("/etc/rayfleet/ray-head.json").content_string)
+    assert settings["env"]["RAY_GRAFANA_HOST"] == "DISABLED"
+    health = _dashboard(host, "/api/grafana_health")
+    assert health["result"] is True and health["msg"] == "Grafana disabled", health
+    assert not host.service("grafana-server").is_running
+
+
+def test_ray_writes_the_dashboards_grafana_would_provision(host):
+    """The monitoring role's Grafana provisions <ray temp dir>/session_latest/metrics/grafana/dashboards: Ray's head
+    writes its dashboards there at start."""
+    boards = host.run("ls /tmp/ray/session_latest/metrics/grafana/dashboards")
+    assert boards.rc == 0, boards.stderr
+    names = boards.stdout.split()
+    assert "default_grafana_dashboard.json" in names, names
+    board = json.loads(host.file(f"/tmp/ray/session_latest/metrics/grafana/dashboards/{names[0]}").content_string)
+    assert board.get("panels") or board.get("rows"), f"{names[0]} has no panels"
