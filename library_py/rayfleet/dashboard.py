@@ -52,10 +52,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ssh_command(head: Target, dashboard_host: str, dashboard_port: int, local_port: int) -> list[str]:
+def grafana_of(inventory: Mapping[str, Any], head: Target) -> tuple[str, int] | None:
+    """Where the monitoring role's Grafana listens on the head (host, port), or None when it runs none there."""
+    hv = inventory.get("_meta", {}).get("hostvars", {}).get(head.name, {})
+    on = hv.get("monitoring_enabled", True) and hv.get("monitoring_grafana", False)
+    if not on or hv.get("monitoring_host", head.name) != head.name:
+        return None
+    host, _, port = str(hv.get("monitoring_grafana_listen") or "127.0.0.1:3000").rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def ssh_command(head: Target, dashboard_host: str, dashboard_port: int, local_port: int,
+                grafana: tuple[str, int, int] | None = None) -> list[str]:
+    """The tunnel; grafana (host, port, local port) adds Grafana's forward, for the dashboard's Metrics tab."""
     cmd = ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=yes",
            "-o", "BatchMode=yes", "-o", "ServerAliveInterval=15", "-p", str(head.port),
            "-L", f"127.0.0.1:{local_port}:{dashboard_host}:{dashboard_port}"]
+    if grafana:
+        cmd += ["-L", f"127.0.0.1:{grafana[2]}:{grafana[0]}:{grafana[1]}"]
     if head.known_hosts:
         cmd += ["-o", f"UserKnownHostsFile={head.known_hosts}"]
     if head.key_file:
@@ -129,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     token = token_file.read_text().strip() if token_file.is_file() else None
     local = args.local_port or free_port()
     url = f"http://127.0.0.1:{local}"
-    cmd = ssh_command(head, host, port, local)
+    grafana = grafana_of(inventory, head)
+    # The dashboard's Metrics tab loads Grafana's panels from the address the ray role gave it (by default
+    # http://127.0.0.1:<Grafana's port>), so Grafana is forwarded to the same port here.
+    cmd = ssh_command(head, host, port, local, (*grafana, grafana[1]) if grafana else None)
     if args.print_only:
         print(shlex.join(cmd))
         return 0
@@ -156,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         print(f"Jobs API: RAY_ADDRESS={url} ray job submit ...", end="")
         print(f" (with RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token_file})" if token else "")
+        if grafana:
+            print(f"Grafana (the dashboard's Metrics tab): http://127.0.0.1:{grafana[1]}")
         print("Ctrl-C closes the tunnel.")
     try:
         return proc.wait()

@@ -48,3 +48,30 @@ def test_the_default_is_the_ray_roles():
 def test_an_inventory_without_one_head_is_refused():
     with pytest.raises(SystemExit, match="exactly one host in ray_head"):
         head_of({"_meta": {"hostvars": {}}, "ray_head": {"hosts": []}})
+
+
+def _with_head_vars(**hv):
+    inventory = {**INVENTORY, "_meta": {"hostvars": {**INVENTORY["_meta"]["hostvars"]}}}
+    inventory["_meta"]["hostvars"]["h"] = {**inventory["_meta"]["hostvars"]["h"], **hv}
+    return inventory
+
+
+def test_grafana_is_forwarded_where_the_monitoring_role_runs_it_on_the_head():
+    from rayfleet.dashboard import grafana_of
+
+    head = head_of(INVENTORY)[0]
+    assert grafana_of(INVENTORY, head) is None  # monitoring_grafana is off by default
+    assert grafana_of(_with_head_vars(monitoring_grafana=True), head) == ("127.0.0.1", 3000)
+    assert grafana_of(_with_head_vars(monitoring_grafana=True, monitoring_grafana_listen="[::1]:3300"),
+                      head) == ("::1", 3300)
+    assert grafana_of(_with_head_vars(monitoring_grafana=True, monitoring_enabled=False), head) is None
+    assert grafana_of(_with_head_vars(monitoring_grafana=True, monitoring_host="w"), head) is None
+    cmd = ssh_command(head, "127.0.0.1", 8265, 18265, ("127.0.0.1", 3000, 3000))
+    assert cmd.count("-L") == 2 and "127.0.0.1:3000:127.0.0.1:3000" in cmd
+
+
+def test_the_grafana_default_is_the_monitoring_roles():
+    import yaml
+
+    defaults = yaml.safe_load((ROOT / "roles/monitoring/defaults/main.yml").read_text())
+    assert defaults["monitoring_grafana"] is False and defaults["monitoring_grafana_listen"] == "127.0.0.1:3000"
