@@ -81,6 +81,9 @@ def test_preflight_passes_and_writes_the_report(request, tmp_path):
     assert "PASS" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "busbw.png").read_bytes()[:4] == b"\x89PNG"
     assert result["ssh"] == dict.fromkeys(inventory_ips(request), "ok")
+    # every node's shared storage probed: the sandbox's one NFS mount answers on each
+    assert {n: [(m["path"], m["state"]) for m in mounts] for n, mounts in result["storage"].items()} == {
+        n: [("/mnt/shared", "ok")] for n in inventory_ips(request)}, result["storage"]
     # every node's GPUs were read through NVML: none here, said so with the reason, Ray agreeing (0 GPUs)
     assert sorted(result["gpus"]) == sorted(inventory_ips(request))
     for name, found in result["gpus"].items():

@@ -146,7 +146,7 @@ def test_a_mount_taken_out_of_the_list_is_removed(request):
         assert json.loads(node.check_output("cat /etc/rayfleet/shared-storage.json"))["paths"] == [MOUNT]
 
 
-def test_server_down_leaves_boot_and_ray_alone_and_is_reported_by_host(request):
+def test_server_down_leaves_boot_and_ray_alone_and_is_reported_by_host(request, tmp_path):
     head = head_host(request)
     ips = inventory_ips(request)
     worker = sorted(n for n in ips if not n.endswith("head"))[0]
@@ -168,6 +168,15 @@ def test_server_down_leaves_boot_and_ray_alone_and_is_reported_by_host(request):
         for name in ips:
             assert f"shared storage degraded on {name}: {MOUNT}: server unreachable" in proc.stdout, (
                 name, proc.stdout[-3000:])
+        # The preflight gate shuts on it too, naming every node (bandwidth not measured: not what is tested here)
+        gate = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/sandbox", "-e",
+                               "preflight_collective=false", "-e", f"preflight_report_dir={tmp_path}"], cwd=ROOT,
+                              env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+        assert gate.returncode != 0, "the preflight passed with the NFS server down"
+        for name in ips:
+            assert f"{name}: shared storage degraded: {MOUNT}: server unreachable" in gate.stdout, (
+                name, gate.stdout[-3000:])
+        assert "degraded (server unreachable)" in (tmp_path / "report.md").read_text()
     finally:
         head.run("sudo systemctl start nfs-ganesha.service")
     _wait_nfs(_host(request, worker), node_ip(head))

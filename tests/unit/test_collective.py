@@ -205,6 +205,8 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
                                   "nccl": {"available": False, "reason": "no libnccl found"}}],
                        "pairs": [{"nodes": ["demo-head", "demo-worker2"], "busbw_gbps": 0.01, "size": 1 << 20}],
                        "pair_findings": {"slow_pairs": [{"nodes": ["demo-head", "demo-worker2"]}]}},
+        "storage": {"demo-head": [], "demo-worker1": [{"path": "/shared", "state": "ok", "reason": "mounted"}],
+                    "demo-worker2": [{"path": "/shared", "state": "degraded", "reason": "server unreachable"}]},
     }
     path = tmp_path / "result.json"
     path.write_text(json.dumps(result))
@@ -214,6 +216,8 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# Cluster health: FAIL") and "slow node(s): demo-worker2" in md
     assert "- demo-worker1: GPU 0 (GPU-1): PCIe link x8 of x16" in md
+    assert ("- shared storage: demo-worker1 /shared ok, demo-worker2 /shared degraded (server unreachable)"
+            in md), md
     assert "| demo-head | no: no NVIDIA driver on this host | 0 | 0 |" in md
     assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
     assert "| demo-head | 10.0.0.10 | 0 | - | 2.30.7 (10.0.0.10, =eth0) |" in md

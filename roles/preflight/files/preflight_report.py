@@ -90,6 +90,14 @@ def _gpu_rows(data: dict) -> list[list[str]]:
     return rows
 
 
+def _storage_line(storage: dict) -> str:
+    """One line: each node's mounts and their state (the shared_storage role's probe)."""
+    parts = [f"{host} {m.get('path')} {m.get('state')}" + (f" ({m['reason']})" if m.get("state") != "ok" and
+                                                          m.get("reason") else "")
+             for host, mounts in sorted(storage.items()) for m in mounts or []]
+    return ", ".join(parts) if parts else "no mounts checked"
+
+
 def markdown(data: dict, plot_note: str) -> str:
     c, cluster = data["collective"], data["cluster"]
     ok, problems = _verdict(data)
@@ -99,6 +107,7 @@ def markdown(data: dict, plot_note: str) -> str:
            f"{cluster.get('cpus', 0):g} CPU, {cluster.get('gpus', 0):g} GPU",
            "- SSH from the head as the cluster user (strict host keys): "
            + (", ".join(f"{h} {v}" for h, v in sorted(data["ssh"].items())) if data.get("ssh") else "not checked"),
+           "- shared storage: " + _storage_line(data.get("storage") or {}),
            f"- instance type: `{data.get('instance_type') or 'unknown'}`; floor: "
            + (f"{c['min_busbw_gbps']:g} GB/s ({data.get('floor_source') or 'set in the inventory'})"
               if c.get("min_busbw_gbps") is not None
