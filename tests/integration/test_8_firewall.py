@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The Ray ports (and node exporter) answer the cluster's hosts (and the controller, the sandbox's submit host)
-and reset everyone else: probed for real, from a container on the same network that is not in the cluster."""
+"""The Ray ports (and node exporter, and the ephemeral ports NCCL and gloo listen on) answer the cluster's hosts (and
+the controller, the sandbox's submit host) and reset everyone else: probed for real, from a container on the same
+network that is not in the cluster."""
 
 from __future__ import annotations
+
+import time
 
 from conftest import RAY_DEFAULTS, head_host, inventory_ips, node_ip, stranger
 
@@ -49,3 +52,34 @@ def test_ray_ports_open_between_cluster_hosts(request):
     out = head.run(f"bash -c \"{script}\"").stdout
     assert ":closed" not in out and out.count(":open") == (len(WORKER_PORTS) + 1) * (len(inventory_ips(request)) - 1), (
         worker, out)
+
+
+LISTEN = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(8); "
+          "open('/tmp/rayfleet-ephemeral-port', 'w').write(str(s.getsockname()[1])); time.sleep(60)")
+
+
+def test_ephemeral_ports_where_nccl_and_gloo_listen_are_the_clusters_only(request):
+    """A socket bound to port 0 on a worker (as NCCL's and gloo's are) takes a port from the host's ephemeral range:
+    the head reaches it, a host outside the cluster is reset."""
+    from testinfra import get_host
+
+    ips = inventory_ips(request)
+    name = sorted(n for n in ips if not n.endswith("head"))[0]
+    worker = get_host(f"ansible://{name}", ansible_inventory=request.config.option.ansible_inventory)
+    head = head_host(request)
+    lo, hi = map(int, worker.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split())
+    worker.run("rm -f /tmp/rayfleet-ephemeral-port")
+    worker.run(f"nohup python3 -c \"{LISTEN}\" >/dev/null 2>&1 &")
+    try:
+        for _ in range(50):
+            port = worker.run("cat /tmp/rayfleet-ephemeral-port").stdout.strip()
+            if port:
+                break
+            time.sleep(0.2)
+        assert port and lo <= int(port) <= hi, f"no listener in {lo}-{hi} on {name}: {port!r}"
+        assert head.run(_probe(ips[name], int(port))).stdout.strip() == f"{port}:open"
+        with stranger(node_ip(head).rsplit(".", 1)[0] + ".250") as run:
+            outside = run(["bash", "-c", _probe(ips[name], int(port))]).stdout.strip()
+        assert outside == f"{port}:closed", f"{name}'s ephemeral port {port} answers a host outside the cluster"
+    finally:
+        worker.run("pkill -f rayfleet-ephemeral-port")
