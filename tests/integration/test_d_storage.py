@@ -176,7 +176,7 @@ def test_server_down_leaves_boot_and_ray_alone_and_is_reported_by_host(request, 
         for name in ips:
             assert f"{name}: shared storage degraded: {MOUNT}: server unreachable" in gate.stdout, (
                 name, gate.stdout[-3000:])
-        assert "degraded (server unreachable)" in (tmp_path / "report.md").read_text()
+        assert f"{MOUNT} degraded (server unreachable" in (tmp_path / "report.md").read_text()
     finally:
         head.run("sudo systemctl start nfs-ganesha.service")
     _wait_nfs(_host(request, worker), node_ip(head))
