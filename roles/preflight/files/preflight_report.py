@@ -92,9 +92,11 @@ def _gpu_rows(data: dict) -> list[list[str]]:
 
 def _storage_line(storage: dict) -> str:
     """One line: each node's mounts and their state (the shared_storage role's probe)."""
-    parts = [f"{host} {m.get('path')} {m.get('state')}" + (f" ({m['reason']})" if m.get("state") != "ok" and
-                                                          m.get("reason") else "")
-             for host, mounts in sorted(storage.items()) for m in mounts or []]
+    parts = []
+    for host, mounts in sorted(storage.items()):
+        for m in mounts or []:
+            reason = f" ({m['reason']})" if m.get("state") != "ok" and m.get("reason") else ""
+            parts.append(f"{host} {m.get('path')} {m.get('state')}{reason}")
     return ", ".join(parts) if parts else "no mounts checked"
 
 
