@@ -58,7 +58,7 @@ def grafana_of(inventory: Mapping[str, Any], head: Target) -> tuple[str, int] | 
     on = hv.get("monitoring_enabled", True) and hv.get("monitoring_grafana", False)
     if not on or hv.get("monitoring_host", head.name) != head.name:
         return None
-    host, _, port = str(hv.get("monitoring_grafana_listen") or "127.0.0.1:3000").rpartition(":")
+    host, _sep, port = str(hv.get("monitoring_grafana_listen") or "127.0.0.1:3000").rpartition(":")
     return host.strip("[]"), int(port)
 
 

@@ -71,7 +71,7 @@ def test_ephemeral_ports_where_nccl_and_gloo_listen_are_the_clusters_only(reques
     worker.run("rm -f /tmp/rayfleet-ephemeral-port")
     worker.run(f"nohup python3 -c \"{LISTEN}\" >/dev/null 2>&1 &")
     try:
-        for _ in range(50):
+        for _attempt in range(50):
             port = worker.run("cat /tmp/rayfleet-ephemeral-port").stdout.strip()
             if port:
                 break
