@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Containerized Ray nodes on the Docker engine (ray_container_engine: docker): worker2 (a privileged sandbox host)
+gets Debian's docker.io from the ray role, loads the node image from its archive into docker, and runs its Ray node
+in a docker container under the same systemd unit and ray_node contract as podman's (test_k_containers), in the
+same cluster as the head and worker1 on the host venv. The docker daemon here runs inside a container (vfs storage,
+cgroup v1): no GPU, so the --gpus path (NVIDIA runtime) is unit-tested only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SANDBOX, VENV, head_host, node_ip
+from test_k_containers import IMAGE, RECORD, UNIT, changed, changed_tasks, ids_by_ip, play, raylet, wait_new_id
+from testinfra import get_host
+
+# Not in make test, to keep it short (make test-full runs it): docker installed and the node image loaded into it.
+pytestmark = pytest.mark.extended
+
+DOCKER = ("-e", "ray_container_engine=docker")
+
+
+@pytest.fixture(scope="module")
+def docked(request):
+    head = head_host(request)
+    worker2 = get_host(f"ansible://{SANDBOX}-worker2", ansible_inventory=request.config.option.ansible_inventory)
+    ip = node_ip(worker2)
+    settle = play(containers=False)
+    assert settle.returncode == 0, settle.stdout[-4000:]
+    before = ids_by_ip(head)
+    proc = play(*DOCKER)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    state = {"head": head, "worker2": worker2, "ip": ip, "before": before, "back": False,
+             "changed_tasks": changed_tasks(proc)}
+    yield state
+    if not state["back"]:
+        play(containers=False)
+
+
+def test_worker2_runs_its_node_in_a_docker_container(docked):
+    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
+    assert worker2.service("docker.service").is_running
+    names = worker2.check_output("sudo docker ps --no-trunc --format '{{.Names}} {{.Image}}'").split()
+    record = json.loads(worker2.check_output(f"cat {RECORD}"))
+    assert names == ["ray-worker", record["image_id"]], (names, record)
+    assert record["image"] == IMAGE and record["gpus"] == []
+    if worker2.exists("podman"):  # test_k_containers ran its node in podman before
+        assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == "", "podman still runs a node"
+    exe, contained, user = raylet(worker2)
+    assert exe.startswith("/opt/ray/") and contained and user == "rayfleet", (exe, contained, user)
+    unit = worker2.file(UNIT).content_string
+    assert "/usr/bin/docker run " in unit and "--cgroupns=private" in unit and "--network=host" in unit
+    assert worker2.check_output("sudo docker exec ray-worker df -m --output=size /dev/shm").split()[-1] == "1280"
+    token = worker2.check_output("sudo cat /etc/rayfleet/auth-token")
+    inspect = worker2.check_output("sudo docker inspect ray-worker")
+    assert token not in inspect and "RAY_AUTH_TOKEN_PATH" not in inspect
+    now = ids_by_ip(head)
+    assert now[ip] != docked["before"][ip]
+    assert {k: v for k, v in now.items() if k != ip} == {k: v for k, v in docked["before"].items() if k != ip}, \
+        docked["changed_tasks"]
+
+
+def test_a_rerun_changes_nothing(docked):
+    before = ids_by_ip(docked["head"])
+    proc = play(*DOCKER)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert set(changed(proc).values()) == {0}, changed_tasks(proc)
+    assert ids_by_ip(docked["head"]) == before
+
+
+def test_a_killed_container_is_started_again_by_systemd(docked):
+    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
+    old = ids_by_ip(head)[ip]
+    worker2.check_output("sudo docker kill ray-worker")
+    wait_new_id(head, ip, old)
+    assert worker2.service("ray-worker.service").is_running
+    assert worker2.check_output("sudo docker ps --format '{{.Names}}'") == "ray-worker"
+
+
+def test_a_tag_docker_cannot_find_fails_before_anything_changes(docked):
+    head, worker2 = docked["head"], docked["worker2"]
+    unit = worker2.check_output(f"sha256sum {UNIT}")
+    before = ids_by_ip(head)
+    proc = play(*DOCKER, "-e", f"ray_container_image={IMAGE}-no-such", "-e", "ray_container_image_archive=",
+                worker2_only=True)
+    assert proc.returncode != 0
+    fatal = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("fatal:"))
+    assert f"ray on {SANDBOX}-worker2" in fatal, proc.stdout[-3000:]
+    for word in (f"{IMAGE}-no-such", "not in docker's store after pulling it", "Ray was not changed"):
+        assert word in fatal.replace('\\"', '"'), fatal
+    assert worker2.check_output(f"sha256sum {UNIT}") == unit
+    assert ids_by_ip(head) == before
+
+
+def test_back_to_the_host_venv(docked):
+    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
+    old = ids_by_ip(head)[ip]
+    proc = play(containers=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    docked["back"] = True
+    assert worker2.check_output("sudo docker ps -a --format '{{.Names}}'") == ""
+    assert not worker2.file(RECORD).exists
+    exe, contained, _user = raylet(worker2)
+    assert exe.startswith(VENV) and not contained
+    assert ids_by_ip(head)[ip] != old
