@@ -82,7 +82,8 @@ logs: venv  ## every node's Ray logs and the rayfleet units' journal -> artifact
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/logs.yml -i $(INVENTORY)
 
 # make test is the CI gate, kept well under 30 minutes on 2 cores: the verify modules marked extended (Apex, the
-# checkpoint store, the submit host, Ray in containers: about 12 minutes together) run in make test-full.
+# checkpoint store, the submit host, Ray in podman and docker containers: about 18 minutes together) run in
+# make test-full.
 test: deps venv
 	tools/stages.py lint sanity unit aws gpu-stack molecule bake
 

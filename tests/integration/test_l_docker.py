@@ -92,6 +92,22 @@ def test_a_tag_docker_cannot_find_fails_before_anything_changes(docked):
     assert ids_by_ip(head) == before
 
 
+def test_switching_engines_stops_the_old_container_first(docked):
+    """docker -> podman -> docker: each switch stops the node with the engine it was started with; one node, one
+    raylet, the other engine's container gone."""
+    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
+    for engine, extra in (("podman", ()), ("docker", DOCKER)):
+        old = ids_by_ip(head)[ip]
+        proc = play(*extra, worker2_only=True)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        other = "docker" if engine == "podman" else "podman"
+        assert worker2.check_output(f"sudo {engine} ps --format '{{{{.Names}}}}'") == "ray-worker", engine
+        assert worker2.check_output(f"sudo {other} ps -a --format '{{{{.Names}}}}'") == "", f"{other} kept a node"
+        assert worker2.check_output("pgrep -c -x raylet") == "1"
+        assert json.loads(worker2.check_output(f"cat {RECORD}"))["engine"] == engine
+        assert ids_by_ip(head)[ip] != old
+
+
 def test_back_to_the_host_venv(docked):
     head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
     old = ids_by_ip(head)[ip]
