@@ -5,7 +5,9 @@ network that is not in the cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 from conftest import RAY_DEFAULTS, head_host, inventory_ips, node_ip, stranger
 
@@ -58,28 +60,35 @@ LISTEN = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 0)); s.l
           "open('/tmp/rayfleet-ephemeral-port', 'w').write(str(s.getsockname()[1])); time.sleep(60)")
 
 
+@contextlib.contextmanager
+def ephemeral_listener(host) -> Iterator[int]:
+    """A socket bound to port 0 on the host (as NCCL's and gloo's are): its port, from the host's ephemeral range."""
+    lo, hi = map(int, host.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split())
+    host.run("rm -f /tmp/rayfleet-ephemeral-port")
+    host.run(f"nohup python3 -c \"{LISTEN}\" >/dev/null 2>&1 &")
+    try:
+        port = ""
+        for _attempt in range(50):
+            port = host.run("cat /tmp/rayfleet-ephemeral-port").stdout.strip()
+            if port:
+                break
+            time.sleep(0.2)
+        assert port and lo <= int(port) <= hi, f"no listener in {lo}-{hi}: {port!r}"
+        yield int(port)
+    finally:
+        host.run("pkill -f rayfleet-ephemeral-port")
+
+
 def test_ephemeral_ports_where_nccl_and_gloo_listen_are_the_clusters_only(request):
-    """A socket bound to port 0 on a worker (as NCCL's and gloo's are) takes a port from the host's ephemeral range:
-    the head reaches it, a host outside the cluster is reset."""
+    """A port-0 listener on a worker: the head reaches it, a host outside the cluster is reset."""
     from testinfra import get_host
 
     ips = inventory_ips(request)
     name = sorted(n for n in ips if not n.endswith("head"))[0]
     worker = get_host(f"ansible://{name}", ansible_inventory=request.config.option.ansible_inventory)
     head = head_host(request)
-    lo, hi = map(int, worker.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split())
-    worker.run("rm -f /tmp/rayfleet-ephemeral-port")
-    worker.run(f"nohup python3 -c \"{LISTEN}\" >/dev/null 2>&1 &")
-    try:
-        for _attempt in range(50):
-            port = worker.run("cat /tmp/rayfleet-ephemeral-port").stdout.strip()
-            if port:
-                break
-            time.sleep(0.2)
-        assert port and lo <= int(port) <= hi, f"no listener in {lo}-{hi} on {name}: {port!r}"
-        assert head.run(_probe(ips[name], int(port))).stdout.strip() == f"{port}:open"
+    with ephemeral_listener(worker) as port:
+        assert head.run(_probe(ips[name], port)).stdout.strip() == f"{port}:open"
         with stranger(node_ip(head).rsplit(".", 1)[0] + ".250") as run:
-            outside = run(["bash", "-c", _probe(ips[name], int(port))]).stdout.strip()
+            outside = run(["bash", "-c", _probe(ips[name], port)]).stdout.strip()
         assert outside == f"{port}:closed", f"{name}'s ephemeral port {port} answers a host outside the cluster"
-    finally:
-        worker.run("pkill -f rayfleet-ephemeral-port")

@@ -11,7 +11,9 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, inventory_ips, node_ip, ray_nodes
+from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, inventory_ips, node_ip, ray_nodes, stranger
+from test_8_firewall import _probe as probe
+from test_8_firewall import ephemeral_listener
 from testinfra import get_host
 
 TEAMB = ROOT / "tests/integration/files/teamb.yml"
@@ -76,6 +78,22 @@ def test_names_keep_units_files_and_firewall_apart(two_clusters, request):
     a = head.check_output("sudo cat /etc/rayfleet/auth-token")
     b = head.check_output("sudo cat /etc/rayfleet/auth-token-teamb")
     assert a and b and a != b, "the two clusters share a token"
+
+
+def test_the_shared_ephemeral_ports_admit_both_clusters_hosts_only(two_clusters, request):
+    """NCCL's and gloo's sockets sit in the host's ephemeral range, which both clusters restrict: a host only teamb
+    admits (.251) reaches a port-0 listener on a shared host, a host neither admits (.250) is reset."""
+    ips = inventory_ips(request)
+    name = f"{SANDBOX}-worker1"
+    worker = get_host(f"ansible://{name}", ansible_inventory=request.config.option.ansible_inventory)
+    subnet = ips[name].rsplit(".", 1)[0]
+    assert f"{subnet}.251" in worker.check_output("sudo nft list set inet rayfleet_ephemeral members_v4")
+    with ephemeral_listener(worker) as port:
+        seen = {}
+        for last in ("251", "250"):
+            with stranger(f"{subnet}.{last}") as run:
+                seen[last] = run(["bash", "-c", probe(ips[name], port)]).stdout.strip()
+    assert seen == {"251": f"{port}:open", "250": f"{port}:closed"}, seen
 
 
 def test_a_port_of_the_other_cluster_fails_before_anything_changes(two_clusters):
