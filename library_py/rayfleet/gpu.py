@@ -13,6 +13,7 @@ slot allows, an NVLink link down where its peers are up, and an NVML library tha
 Examples (on a node, in the Ray venv):
   python -m rayfleet.gpu                      # table
   python -m rayfleet.gpu --json --expect 8    # fail (exit 1) unless 8 healthy GPUs (Xids from the kernel log too)
+  python -m rayfleet.gpu --dcgm-diag 1        # and DCGM's level-1 diagnostic passes (dcgmi diag -r 1)
 """
 
 from __future__ import annotations
@@ -489,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-xid", dest="xid", action="store_false",
                         help="skip reading Xid events from the kernel log")
     parser.add_argument("--vendor", choices=["auto", "nvidia", "amd"], default="auto")
+    parser.add_argument("--dcgm-diag", type=int, choices=[1, 2, 3, 4], metavar="LEVEL",
+                        help="also run DCGM's diagnostic (dcgmi diag -r LEVEL) and fail on a failed test")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     vendor, report = read_gpus(args.vendor)
@@ -502,6 +505,16 @@ def main(argv: list[str] | None = None) -> int:
             xid_bad, xid_warn = xid_findings(report, events, set(HARDWARE_XIDS))
             bad += xid_bad
             warn += xid_warn
+    if args.dcgm_diag and vendor == "nvidia" and report.available and report.gpus:
+        from rayfleet.dcgm import TIMEOUTS, diag_findings, run_diag
+
+        diag, why_not = run_diag(args.dcgm_diag, TIMEOUTS[args.dcgm_diag])
+        if diag is None:
+            bad.append(f"DCGM diag -r {args.dcgm_diag} could not run: {why_not}")
+        else:
+            diag_bad, diag_warn = diag_findings(diag, {g.index: g.uuid for g in report.gpus}, args.dcgm_diag)
+            bad += diag_bad
+            warn += diag_warn
     if args.json:
         print(json.dumps({**report.to_dict(), "vendor": vendor, "problems": bad, "warnings": warn}, indent=2))
     else:

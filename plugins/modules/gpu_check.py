@@ -81,6 +81,19 @@ options:
         rate, 94/95 contained/uncontained ECC, 119/120 GSP, 140 unrecovered ECC).
     type: list
     elements: int
+  dcgm_diag_level:
+    description:
+      - Also run NVIDIA DCGM's active diagnostic at this level (C(dcgmi diag -r LEVEL -j); 0 - not run) on NVIDIA GPU
+        hosts, and fail on any test it fails, naming the GPU (index and UUID), the test and DCGM's own words; tests
+        it skips are warnings. Level 1 takes seconds (deployment checks), 2 about two minutes, 3 about fifteen, 4
+        longer; 2 and up load the GPUs, so run them before jobs start, not under them.
+      - Needs DCGM and its host engine (C(nvidia-dcgm.service); the monitoring role installs DCGM on GPU nodes).
+    type: int
+    choices: [0, 1, 2, 3, 4]
+    default: 0
+  dcgm_diag_timeout:
+    description: Seconds the diagnostic may take (default 120 at level 1, 600 at 2, 1800 at 3, 7200 at 4).
+    type: int
   container_name:
     description:
       - A Ray node's container on this host (C(ray_runtime=container) of the M(rayfleet.cluster.ray_node) role's
@@ -184,6 +197,30 @@ container_gpus_seen:
   returned: when container_name is set
   type: dict
   sample: {"ray-worker": ["GPU-5f2c..."], "ray-teamb-worker": ["GPU-81aa..."]}
+dcgm_diag:
+  description: What DCGM's diagnostic found (with O(dcgm_diag_level) above 0, on a host whose NVML could be read).
+  returned: when dcgm_diag_level is above 0
+  type: dict
+  contains:
+    level:
+      description: The level run.
+      type: int
+    version:
+      description: DCGM's version, as the diagnostic reports it.
+      type: str
+    failed:
+      description: >-
+        Failed tests - category, test, gpu (DCGM's GPU id, NVML's index; null - not tied to a GPU), status,
+        messages.
+      type: list
+      elements: dict
+    skipped:
+      description: Tests skipped (their names).
+      type: list
+      elements: str
+    error:
+      description: Why the diagnostic could not run (empty when it ran).
+      type: str
 warnings_found:
   description: Findings that do not fail the check (persistence mode off, ECC off).
   returned: always
@@ -201,6 +238,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 
 try:
     from rayfleet.cluster import fetcher, get_state
+    from rayfleet.dcgm import TIMEOUTS, diag_findings, run_diag
     from rayfleet.errors import RayfleetError
     from rayfleet.gpu import (
         HARDWARE_XIDS,
@@ -236,6 +274,8 @@ def build_module():
             container_engine=dict(type="str", default="podman", choices=["podman", "docker"]),
             container_python=dict(type="str", default="python"),
             container_gpus=dict(type="list", elements="str", default=[]),
+            dcgm_diag_level=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
+            dcgm_diag_timeout=dict(type="int"),
         ),
         required_together=[("ray_address", "node_ip")],
         supports_check_mode=True,
@@ -259,6 +299,19 @@ def containers_seen(module, engine, name, python):
     if name not in names:
         module.fail_json(msg="container %s is not running (%s ps lists %s)" % (name, engine, names or "none"))
     return dict((n, container_gpus(engine, n, python)) for n in names)
+
+
+def dcgm_diag(level, timeout, report):
+    """DCGM's diagnostic at this level: (problems, warnings, the result's dcgm_diag)."""
+    diag, why_not = run_diag(level, timeout or TIMEOUTS[level])
+    if diag is None:
+        return (["DCGM diag -r %d was asked for (dcgm_diag_level), but %s" % (level, why_not)], [],
+                dict(level=level, version="", failed=[], skipped=[], error=why_not))
+    bad, warn = diag_findings(diag, dict((g.index, g.uuid) for g in report.gpus), level)
+    failed = [dict(category=r.category, test=r.test, gpu=r.gpu, status=r.status, messages=list(r.messages))
+              for r in diag.failed]
+    return bad, warn, dict(level=level, version=diag.version, failed=failed,
+                           skipped=sorted(set(r.test for r in diag.skipped)), error=diag.runtime_error)
 
 
 def main():
@@ -294,6 +347,10 @@ def main():
             bad += xid_bad
             warn += xid_warn
             result["xid_events"] = [dict(bus_id=e.bus_id, xid=e.xid, detail=e.detail) for e in events]
+    if p["dcgm_diag_level"] and vendor == "nvidia" and report.available and report.gpus:
+        diag_bad, diag_warn, result["dcgm_diag"] = dcgm_diag(p["dcgm_diag_level"], p["dcgm_diag_timeout"], report)
+        bad += diag_bad
+        warn += diag_warn
     if p["container_name"]:
         try:
             seen = containers_seen(module, p["container_engine"], p["container_name"], p["container_python"])

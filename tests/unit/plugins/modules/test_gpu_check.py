@@ -103,3 +103,36 @@ def test_amd_gpus_are_checked_against_ray_the_same_way(monkeypatch):
     _ray(monkeypatch, 8.0, types=("AMD-Instinct-MI250X",))
     bad = run(gpu_check, RAY)
     assert bad.failed and "accelerator_type:AMD-Instinct-MI250X" in bad.result["msg"]
+
+
+def test_dcgm_diag_failure_names_the_gpu_and_fails(monkeypatch):
+    """dcgmi's recorded 4.5.2 output (tests/unit/fixtures/dcgm): its software test fails on GPU 0."""
+    from pathlib import Path
+
+    from rayfleet.dcgm import parse_diag
+
+    recorded = (Path(__file__).parents[2] / "fixtures/dcgm/4.5.2-r2-gb10-persistence-off.json").read_text()
+    _nvml(monkeypatch, EIGHT)
+    asked = []
+
+    def fake_run_diag(level, timeout):
+        asked.append((level, timeout))
+        return parse_diag(recorded), ""
+
+    monkeypatch.setattr(gpu_check, "run_diag", fake_run_diag)
+    out = run(gpu_check, {"dcgm_diag_level": 2})
+    assert asked == [(2, 600)]
+    assert out.failed and "GPU 0 (GPU-0): DCGM diag -r 2 test 'software' (Deployment) failed: Persistence" in (
+        out.result["msg"])
+    diag = out.result["dcgm_diag"]
+    assert diag["version"] == "4.5.2" and [f["test"] for f in diag["failed"]] == ["software"] and diag["error"] == ""
+    assert "dcgm_diag" not in run(gpu_check, {}).result, "level 0 runs no diagnostic"
+
+
+def test_dcgm_diag_that_cannot_run_is_a_problem(monkeypatch):
+    _nvml(monkeypatch, EIGHT)
+    why = "dcgmi not found (DCGM is not installed: the monitoring role installs it)"
+    monkeypatch.setattr(gpu_check, "run_diag", lambda level, timeout: (None, why))
+    out = run(gpu_check, {"dcgm_diag_level": 1, "dcgm_diag_timeout": 30})
+    assert out.failed and "DCGM diag -r 1 was asked for (dcgm_diag_level), but dcgmi not found" in out.result["msg"]
+    assert out.result["dcgm_diag"]["error"].startswith("dcgmi not found")
