@@ -47,7 +47,8 @@ def test_every_ray_node_and_node_exporter_is_scraped(host, request):
 
 def test_a_ray_metric_is_queryable(host, request):
     ips = sorted(inventory_ips(request).values())
-    query = urllib.parse.quote('count by (instance) (ray_node_cpu_count)')
+    # This cluster's series (the monitoring role labels each cluster's Ray targets; test_j adds a second one)
+    query = urllib.parse.quote('count by (instance) (ray_node_cpu_count{rayfleet_cluster="default"})')
     deadline = time.monotonic() + 60
     while True:
         result = api(host, f"/api/v1/query?query={query}")["result"]

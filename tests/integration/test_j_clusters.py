@@ -8,12 +8,25 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 
 import pytest
 import yaml
-from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, inventory_ips, node_ip, ray_nodes, stranger
+from conftest import (
+    RAY_DEFAULTS,
+    ROOT,
+    SANDBOX,
+    VENV,
+    ansible_env,
+    head_host,
+    inventory_ips,
+    node_ip,
+    ray_nodes,
+    stranger,
+)
 from test_8_firewall import _probe as probe
 from test_8_firewall import ephemeral_listener
+from test_b_monitoring import api as prometheus_api
 from testinfra import get_host
 
 TEAMB = ROOT / "tests/integration/files/teamb.yml"
@@ -113,6 +126,27 @@ def test_a_second_cluster_claiming_the_name_fails_before_anything_changes(two_cl
     assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
     assert (f"the name is already the cluster whose head is {node_ip(head)}:{B['ray_gcs_port']}" in proc.stdout
             and "another cluster claims this name" in proc.stdout), proc.stdout[-3000:]
+
+
+def test_one_prometheus_scrapes_both_clusters(two_clusters, request):
+    """One head, one Prometheus: teamb's monitoring run adds teamb's Ray nodes (scrape pool ray-teamb, label
+    rayfleet_cluster=teamb; Ray's own service discovery keeps job="ray" for Ray's dashboards) and keeps the first
+    cluster's (pool ray, rayfleet_cluster=default)."""
+    head = two_clusters[0]
+    proc = play("playbooks/monitoring.yml")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    ips = sorted(inventory_ips(request).values())
+    want = ({("ray", "default", f"{ip}:{RAY_DEFAULTS['ray_metrics_export_port']}") for ip in ips}
+            | {("ray-teamb", "teamb", f"{ip}:{B['ray_metrics_export_port']}") for ip in ips})
+    deadline = time.monotonic() + 90
+    while True:
+        targets = prometheus_api(head, "/api/v1/targets?state=active")["activeTargets"]
+        up = {(t["scrapePool"], t["labels"].get("rayfleet_cluster"), t["labels"]["instance"])
+              for t in targets if t["health"] == "up" and t["labels"]["job"] == "ray"}
+        if want <= up:
+            break
+        assert time.monotonic() < deadline, f"not up after 90 s: {sorted(want - up)}"
+        time.sleep(3)
 
 
 def test_down_for_one_cluster_leaves_the_other(two_clusters, request):
