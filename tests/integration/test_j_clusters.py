@@ -24,6 +24,7 @@ from conftest import (
     ray_nodes,
     stranger,
 )
+from test_8_firewall import NODE_EXPORTER_PORT as NODE_EXPORTER
 from test_8_firewall import _probe as probe
 from test_8_firewall import ephemeral_listener
 from test_b_monitoring import api as prometheus_api
@@ -93,9 +94,10 @@ def test_names_keep_units_files_and_firewall_apart(two_clusters, request):
     assert a and b and a != b, "the two clusters share a token"
 
 
-def test_the_shared_ephemeral_ports_admit_both_clusters_hosts_only(two_clusters, request):
-    """NCCL's and gloo's sockets sit in the host's ephemeral range, which both clusters restrict: a host only teamb
-    admits (.251) reaches a port-0 listener on a shared host, a host neither admits (.250) is reset."""
+def test_the_shared_host_ports_admit_both_clusters_hosts_only(two_clusters, request):
+    """NCCL's and gloo's sockets sit in the host's ephemeral range, and node exporter serves every cluster's
+    Prometheus: both clusters restrict them, in one shared table. A host only teamb admits (.251) reaches a port-0
+    listener and node exporter on a shared host; a host neither admits (.250) is reset."""
     ips = inventory_ips(request)
     name = f"{SANDBOX}-worker1"
     worker = get_host(f"ansible://{name}", ansible_inventory=request.config.option.ansible_inventory)
@@ -105,27 +107,9 @@ def test_the_shared_ephemeral_ports_admit_both_clusters_hosts_only(two_clusters,
         seen = {}
         for last in ("251", "250"):
             with stranger(f"{subnet}.{last}") as run:
-                seen[last] = run(["bash", "-c", probe(ips[name], port)]).stdout.strip()
-    assert seen == {"251": f"{port}:open", "250": f"{port}:closed"}, seen
-
-
-def test_a_port_of_the_other_cluster_fails_before_anything_changes(two_clusters):
-    head, first = two_clusters
-    before = alive_ids(teamb_nodes(head))
-    proc = play("site.yml", "--tags", "ray", "-e", "ray_gcs_port=6379")
-    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
-    words = "port(s) 6379 are also cluster (unnamed)'s on this host (/etc/rayfleet/ray-"
-    assert words in proc.stdout, proc.stdout[-3000:]
-    assert alive_ids(teamb_nodes(head)) == before and alive_ids(ray_nodes(head, node_ip(head))) == first
-
-
-def test_a_second_cluster_claiming_the_name_fails_before_anything_changes(two_clusters, request):
-    head = two_clusters[0]
-    other_head = inventory_ips(request)[f"{SANDBOX}-worker1"]
-    proc = play("site.yml", "--tags", "ray", "-e", f"ray_head_address={other_head}")
-    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
-    assert (f"the name is already the cluster whose head is {node_ip(head)}:{B['ray_gcs_port']}" in proc.stdout
-            and "another cluster claims this name" in proc.stdout), proc.stdout[-3000:]
+                seen[last] = [run(["bash", "-c", probe(ips[name], p)]).stdout.strip() for p in (port, NODE_EXPORTER)]
+    assert seen == {"251": [f"{port}:open", f"{NODE_EXPORTER}:open"],
+                    "250": [f"{port}:closed", f"{NODE_EXPORTER}:closed"]}, seen
 
 
 def test_one_prometheus_scrapes_both_clusters(two_clusters, request):
