@@ -112,6 +112,25 @@ def test_the_shared_host_ports_admit_both_clusters_hosts_only(two_clusters, requ
                     "250": [f"{port}:closed", f"{NODE_EXPORTER}:closed"]}, seen
 
 
+def test_a_port_of_the_other_cluster_fails_before_anything_changes(two_clusters):
+    head, first = two_clusters
+    before = alive_ids(teamb_nodes(head))
+    proc = play("site.yml", "--tags", "ray", "-e", "ray_gcs_port=6379")
+    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
+    words = "port(s) 6379 are also cluster (unnamed)'s on this host (/etc/rayfleet/ray-"
+    assert words in proc.stdout, proc.stdout[-3000:]
+    assert alive_ids(teamb_nodes(head)) == before and alive_ids(ray_nodes(head, node_ip(head))) == first
+
+
+def test_a_second_cluster_claiming_the_name_fails_before_anything_changes(two_clusters, request):
+    head = two_clusters[0]
+    other_head = inventory_ips(request)[f"{SANDBOX}-worker1"]
+    proc = play("site.yml", "--tags", "ray", "-e", f"ray_head_address={other_head}")
+    assert proc.returncode != 0 and changed(proc) == 0, proc.stdout[-3000:]
+    assert (f"the name is already the cluster whose head is {node_ip(head)}:{B['ray_gcs_port']}" in proc.stdout
+            and "another cluster claims this name" in proc.stdout), proc.stdout[-3000:]
+
+
 def test_one_prometheus_scrapes_both_clusters(two_clusters, request):
     """One head, one Prometheus: teamb's monitoring run adds teamb's Ray nodes (scrape pool ray-teamb, label
     rayfleet_cluster=teamb; Ray's own service discovery keeps job="ray" for Ray's dashboards) and keeps the first
