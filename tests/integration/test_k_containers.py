@@ -132,20 +132,31 @@ def test_worker2_runs_its_node_in_a_container_of_the_image(boxed):
     assert exe_head.startswith(VENV), exe_head
 
 
-def test_a_rerun_changes_nothing(boxed):
-    before = ids_by_ip(boxed["head"])
-    proc = play()
+def rerun_changes_nothing(state: dict, *extra: str) -> None:
+    """ray.yml again with the same settings: changed=0 everywhere, the same Ray nodes."""
+    before = ids_by_ip(state["head"])
+    proc = play(*extra)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert set(changed(proc).values()) == {0}, changed(proc)
-    assert ids_by_ip(boxed["head"]) == before
+    assert set(changed(proc).values()) == {0}, changed_tasks(proc)
+    assert ids_by_ip(state["head"]) == before
+
+
+def killed_container_comes_back(state: dict, engine: str) -> None:
+    """`<engine> kill` of worker2's node container: systemd starts it again and a new Ray node joins."""
+    head, worker2, ip = state["head"], state["worker2"], state["ip"]
+    old = ids_by_ip(head)[ip]
+    worker2.check_output(f"sudo {engine} kill ray-worker")
+    wait_new_id(head, ip, old)
+    assert worker2.service("ray-worker.service").is_running
+    assert worker2.check_output(f"sudo {engine} ps --format '{{{{.Names}}}}'") == "ray-worker"
+
+
+def test_a_rerun_changes_nothing(boxed):
+    rerun_changes_nothing(boxed)
 
 
 def test_a_killed_container_is_started_again_by_systemd(boxed):
-    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
-    old = ids_by_ip(head)[ip]
-    worker2.check_output("sudo podman kill ray-worker")
-    wait_new_id(head, ip, old)
-    assert worker2.service("ray-worker.service").is_running
+    killed_container_comes_back(boxed, "podman")
 
 
 def test_a_new_tag_upgrades_the_node(boxed):
@@ -185,14 +196,19 @@ def test_a_bad_image_or_gpu_list_fails_before_anything_changes(boxed, extra, wor
     assert ids_by_ip(head) == before
 
 
-def test_back_to_the_host_venv(boxed):
-    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+def back_to_the_host_venv(state: dict, engine: str) -> None:
+    """ray.yml without the container settings: the engine's container goes, the node runs from the host venv."""
+    head, worker2, ip = state["head"], state["worker2"], state["ip"]
     old = ids_by_ip(head)[ip]
     proc = play(containers=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    boxed["back"] = True
-    assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == ""
+    state["back"] = True
+    assert worker2.check_output(f"sudo {engine} ps -a --format '{{{{.Names}}}}'") == ""
     assert not worker2.file(RECORD).exists
     exe, contained, _user = raylet(worker2)
     assert exe.startswith(VENV) and not contained
     assert ids_by_ip(head)[ip] != old
+
+
+def test_back_to_the_host_venv(boxed):
+    back_to_the_host_venv(boxed, "podman")

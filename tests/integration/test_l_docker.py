@@ -10,8 +10,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SANDBOX, VENV, head_host, node_ip
-from test_k_containers import IMAGE, RECORD, UNIT, changed, changed_tasks, ids_by_ip, play, raylet, wait_new_id
+from conftest import SANDBOX, head_host, node_ip
+from test_k_containers import (
+    IMAGE,
+    RECORD,
+    UNIT,
+    back_to_the_host_venv,
+    changed_tasks,
+    ids_by_ip,
+    killed_container_comes_back,
+    play,
+    raylet,
+    rerun_changes_nothing,
+)
 from testinfra import get_host
 
 # Not in make test, to keep it short (make test-full runs it): docker installed and the node image loaded into it.
@@ -61,20 +72,11 @@ def test_worker2_runs_its_node_in_a_docker_container(docked):
 
 
 def test_a_rerun_changes_nothing(docked):
-    before = ids_by_ip(docked["head"])
-    proc = play(*DOCKER)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    assert set(changed(proc).values()) == {0}, changed_tasks(proc)
-    assert ids_by_ip(docked["head"]) == before
+    rerun_changes_nothing(docked, *DOCKER)
 
 
 def test_a_killed_container_is_started_again_by_systemd(docked):
-    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
-    old = ids_by_ip(head)[ip]
-    worker2.check_output("sudo docker kill ray-worker")
-    wait_new_id(head, ip, old)
-    assert worker2.service("ray-worker.service").is_running
-    assert worker2.check_output("sudo docker ps --format '{{.Names}}'") == "ray-worker"
+    killed_container_comes_back(docked, "docker")
 
 
 def test_a_tag_docker_cannot_find_fails_before_anything_changes(docked):
@@ -109,13 +111,4 @@ def test_switching_engines_stops_the_old_container_first(docked):
 
 
 def test_back_to_the_host_venv(docked):
-    head, worker2, ip = docked["head"], docked["worker2"], docked["ip"]
-    old = ids_by_ip(head)[ip]
-    proc = play(containers=False)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    docked["back"] = True
-    assert worker2.check_output("sudo docker ps -a --format '{{.Names}}'") == ""
-    assert not worker2.file(RECORD).exists
-    exe, contained, _user = raylet(worker2)
-    assert exe.startswith(VENV) and not contained
-    assert ids_by_ip(head)[ip] != old
+    back_to_the_host_venv(docked, "docker")
