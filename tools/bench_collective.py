@@ -78,20 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bytes", default="64M", help="largest all-reduce message")
     parser.add_argument("--name", default="benchcoll")
     parser.add_argument("--keep", action="store_true", help="leave the sandbox running afterwards")
+    parser.add_argument("--existing", action="store_true",
+                        help="measure the running sandbox --name as it is (converged already, e.g. by make demo: "
+                             "--name demo); it is neither converged nor removed")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-collective.json"))
     args = parser.parse_args(argv)
     if args.workers < 2:
         parser.error("--workers must be at least 2 (the link is measured between two workers)")
 
     sb = Sandbox(args.name)
-    sb.down()
+    if not args.existing:
+        sb.down()
     try:
-        hosts = sb.up(args.workers)
+        hosts = sb.hosts() if args.existing else sb.up(args.workers)
+        if len([h for h in hosts if h["group"] == "ray_worker"]) < 2:
+            raise BenchError(f"sandbox {sb.name}: {len(hosts)} hosts running; a head and 2 workers needed")
         head = next(h["address"] for h in hosts if h["group"] == "ray_head")
-        w1, w2 = [h["address"] for h in hosts if h["group"] != "ray_head"][:2]
+        w1, w2 = [h["address"] for h in hosts if h["group"] == "ray_worker"][:2]
         names = {h["address"]: h["host"] for h in hosts}
-        print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; site.yml ...", flush=True)
-        run_site(sb)
+        if not args.existing:
+            print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; site.yml ...", flush=True)
+            run_site(sb)
         for address in (w1, w2):
             remote(sb, address, "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 >/dev/null")
         links, bidirs, peaks, pairs, tables = [], [], [], [], []
@@ -112,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench-collective: {exc}", file=sys.stderr)
         return 1
     finally:
-        if not args.keep:
+        if not (args.keep or args.existing):
             sb.down()
 
     link, bidir, pair, peak, wall = (statistics.median(v) for v in (links, bidirs, pairs, peaks, walls))
