@@ -75,14 +75,14 @@ def main(stages: list[str]) -> int:
         stage_results, took = run_stage(stage)
         results.extend(stage_results)
         wall += took
-        if any(status != "ok" for _, _, status in stage_results):
+        if any(result[2] != "ok" for result in stage_results):
             break
     print("\n===== stage durations =====")
     for target, took, status in results:
         print(f"{target:<10} {took:8.1f} s  {status}")
     print(f"{'total':<10} {wall:8.1f} s  (wall; stages joined by '+' ran at the same time)"
           if any("+" in s for s in stages) else f"{'total':<10} {wall:8.1f} s")
-    return 0 if results and all(status == "ok" for _, _, status in results) else 1
+    return 0 if results and all(result[2] == "ok" for result in results) else 1
 
 
 if __name__ == "__main__":
