@@ -20,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
-	@echo "make test              lint + sanity + unit + aws + gpu-stack + molecule + bake, with per-stage durations (the CI gate)"
+	@echo "make test              (lint + sanity + unit + aws beside gpu-stack) + molecule + bake, with per-stage durations (the CI gate)"
 	@echo "make test-full         make test with every verify module (adds Apex, checkpoint store, submit host, containers)"
 	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
