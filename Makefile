@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu bench-gpu clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -103,11 +103,22 @@ unit: venv
 	pytest -q tests/unit
 
 # On a GPU host (the project's GPU machine): needs only python3 with torch, nvidia-ml-py and pytest - no venv, no
-# network. Without an NVIDIA GPU every test skips saying so. Ray's test runs where ray is importable.
+# network. Without an NVIDIA GPU every test skips saying so. The Ray and Ansible tests (a head started as the unit
+# starts it, gpu_check / collective_check through ansible-core) need Ray and ansible-core: `make gpu-wheels` on a
+# machine with network, copy .cache/gpu-wheels along, and test-gpu installs them (no index) into .cache/gpu-site.
 GPU_PYTHON ?= python3
+GPU_PYVER  ?= 3.12
+GPU_SITE   := $(CURDIR)/.cache/gpu-site
 test-gpu:
-	PYTHONPATH=library_py $(GPU_PYTHON) -m pytest -q -rs -s -p no:cacheprovider tests/gpu
+	@if ls .cache/gpu-wheels/*.whl >/dev/null 2>&1; then \
+	  echo "installing the carried wheels (.cache/gpu-wheels) into $(GPU_SITE)"; \
+	  $(GPU_PYTHON) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+	    --target $(GPU_SITE) .cache/gpu-wheels/*.whl; fi
+	PYTHONPATH=library_py:$(GPU_SITE) $(GPU_PYTHON) -m pytest -q -rs -s -p no:cacheprovider --durations=0 tests/gpu
 	$(GPU_PYTHON) tools/bench_gpu.py
+
+gpu-wheels:  ## wheels test-gpu needs on a GPU host without network (Ray slimmed, ansible-core) -> .cache/gpu-wheels
+	$(PYTHON) tools/gpu_wheels.py --python-version $(GPU_PYVER)
 
 bench-gpu:  ## gpu_check's NVML reading vs an nvidia-smi subprocess -> artifacts/bench-gpu.json
 	$(GPU_PYTHON) tools/bench_gpu.py

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The product's own path on a real GPU host: a Ray head started the way the ray role's unit starts it
+(`python -m rayfleet.raynode exec` with the settings the ray_node module writes: NVML's GPU count, token auth,
+NCCL's interface resolved from the node's address), then the Ansible modules the preflight runs -
+gpu_hardware_info, gpu_check against Ray's view of the node, collective_check with NCCL - through ansible-core.
+
+Needs Ray and ansible-core in this Python (`make gpu-wheels` makes wheels to carry to a host without network); each
+test skips, saying which is missing, where they are not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from rayfleet import gpu
+from rayfleet.nccl import interface_addresses
+from rayfleet.raynode import RayNodeSettings
+
+LIB = str(ROOT / "library_py")
+
+
+def node_address() -> str:
+    """The address a real node would give Ray: the first non-loopback IPv4, else loopback (no packet is sent)."""
+    for ip in interface_addresses().values():
+        if not ip.startswith("127.") and ":" not in ip:
+            return ip
+    return "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def run_module(name: str, args: dict, timeout: int = 600) -> dict:
+    """One rayfleet.cluster module on localhost through ansible-core (local connection, this Python)."""
+    pytest.importorskip("ansible", reason="ansible-core is not installed in this Python (make gpu-wheels: README)")
+    with tempfile.TemporaryDirectory(prefix="rf-ansible-") as tree:
+        # ansible-core's own tree callback writes each host's result as JSON (the json callback is ansible.posix's)
+        env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.tree", ANSIBLE_CALLBACK_TREE_DIR=tree,
+                   ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+                   PYTHONPATH=os.pathsep.join(p for p in (LIB, os.environ.get("PYTHONPATH", "")) if p))
+        cmd = [sys.executable, "-m", "ansible", "adhoc", "-i", "localhost,", "-c", "local",
+               "-e", f"ansible_python_interpreter={sys.executable}", "localhost",
+               "-m", f"rayfleet.cluster.{name}"] + (["-a", json.dumps(args)] if args else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
+        result = Path(tree, "localhost")
+        if not result.is_file():
+            raise AssertionError(f"ansible {name}: no result (rc {proc.returncode})\n{proc.stdout[-3000:]}\n"
+                                 f"{proc.stderr[-3000:]}")
+        out = json.loads(result.read_text())
+        out.setdefault("failed", proc.returncode != 0)  # the result file leaves out the task's own failed flag
+        return out
+
+
+@pytest.fixture(scope="session")
+def ray_bin(tmp_path_factory) -> str:
+    """Ray's command line on this Python (the venv's `ray`, as the ray role's unit runs it)."""
+    pytest.importorskip("ray", reason="ray is not installed in this Python (make gpu-wheels: README)")
+    wrapper = tmp_path_factory.mktemp("bin") / "ray"
+    wrapper.write_text(f"#!{sys.executable}\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop `ray start --block` and every process it started (its own session's process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def head(nvml, ray_bin):
+    """A Ray head as the ray role's unit runs it; stopped (the whole process group) at the end."""
+    base = Path(tempfile.mkdtemp(prefix="rf-gpu-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    token = base / "auth-token"
+    token.write_text(secrets.token_hex(32) + "\n")
+    token.chmod(0o600)
+    ip = node_address()
+    gcs = free_port()
+    settings = RayNodeSettings.from_mapping({
+        "role": "head", "node_ip": ip, "ray_bin": ray_bin, "num_gpus": len(nvml.gpus), "include_dashboard": False,
+        "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": str(token),
+        "ports": {"gcs": gcs}})
+    config = base / "settings.json"
+    config.write_text(json.dumps(settings.to_dict()))
+    log = (base / "head.log").open("w")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (LIB, os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    address = f"{ip}:{gcs}"
+    started = time.monotonic()
+    # rayfleet.cluster's wait, in its own process as the modules run (Ray reads the token mode once per process)
+    wait = subprocess.Popen([sys.executable, "-m", "rayfleet.cluster", "--address", address, "--min-nodes", "1",
+                             "--min-gpus", str(len(nvml.gpus)), "--timeout", "90", "--json", "--auth-token-path",
+                             str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    while wait.poll() is None and proc.poll() is None:
+        time.sleep(0.5)
+    if wait.returncode != 0:
+        wait.kill()
+        _out, err = wait.communicate()
+        stop(proc)
+        raise AssertionError(f"the head did not register (ray start: {proc.poll()}): {err[-2000:]}\n"
+                             f"{(base / 'head.log').read_text()[-4000:]}")
+    state = json.loads(wait.stdout.read())
+    print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: {shlex.join(settings.start_args())}")
+    yield {"address": address, "ip": ip, "token": str(token), "state": state, "settings": settings}
+    stop(proc)
+    log.close()
+
+
+def test_gpu_hardware_info_finds_nvmls_gpus_on_the_pci_bus(nvml):
+    result = run_module("gpu_hardware_info", {})
+    assert not result.get("failed"), result.get("msg")
+    print(json.dumps({k: result[k] for k in ("nvidia_gpus", "nvswitches", "nvidia_module", "flavor_required",
+                                             "secure_boot", "kernel") if k in result}, indent=1))
+    on_bus = {g["bus_id"].lower() for g in result["nvidia_gpus"]}
+    for g in nvml.gpus:
+        # NVML's bus id has a 32-bit domain (00000000:18:00.0), the PCI bus's a 16-bit one (0000:18:00.0)
+        assert g.pci_bus_id.lower()[-12:] in on_bus, (g.pci_bus_id, sorted(on_bus))
+    arch = {g["architecture"] for g in result["nvidia_gpus"]}
+    assert "unknown" not in arch, result["nvidia_gpus"]
+    if any(m in nvml.gpus[0].name for m in ("H100", "H200", "H800", "GH200")):
+        assert arch == {"hopper"} and result["flavor_required"] == "open", result
+    assert result["nvidia_module"]["loaded"], result["nvidia_module"]
+
+
+def test_head_gets_nvmls_gpu_count_and_model_from_the_product_path(nvml, head):
+    alive = [n for n in head["state"]["nodes"] if n["state"] == "ALIVE"]
+    assert len(alive) == 1 and alive[0]["is_head"], head["state"]
+    resources = alive[0]["resources"]
+    print("Ray's resources for the head:", resources)
+    assert resources.get("GPU", 0.0) == float(len(nvml.gpus))
+    assert f"--num-gpus={len(nvml.gpus)}" in head["settings"].start_args()
+    types = [k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")]
+    assert types and all(gpu.accelerator_type_matches(t, nvml.gpus[0].name) for t in types), (types, nvml.gpus[0])
+
+
+def test_gpu_check_module_agrees_with_ray(nvml, head):
+    result = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
+                                      "auth_token_path": head["token"], "expect_gpus": len(nvml.gpus),
+                                      "expect_model": nvml.gpus[0].name.replace("NVIDIA ", "")})
+    print(json.dumps({k: result.get(k) for k in ("msg", "available", "count", "ray_gpus", "ray_accelerator_types",
+                                                  "driver_version", "warnings_found", "problems")}, indent=1))
+    assert not result.get("failed"), result.get("msg")
+    assert result["ray_gpus"] == float(len(nvml.gpus))
+    assert [g["uuid"] for g in result["gpus"]] == [g.uuid for g in nvml.gpus]
+
+
+def test_gpu_check_module_fails_naming_the_gap(nvml, head):
+    """The same check asked for one GPU more than the host has: it must fail, and say what it found."""
+    result = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
+                                      "auth_token_path": head["token"], "expect_gpus": len(nvml.gpus) + 1})
+    print("msg:", result.get("msg"))
+    assert result.get("failed"), result
+    assert f"NVML sees {len(nvml.gpus)} GPU(s), expected {len(nvml.gpus) + 1}" in result["msg"], result["msg"]
+
+
+def test_collective_check_module_runs_nccl_on_the_local_gpus(nvml, head):
+    """collective_check as the preflight runs it, inside one node (PACK): NCCL, one rank per GPU, every size
+    checked for a correct sum. One GPU makes a one-rank group: NCCL runs, but bus bandwidth is 0 by definition
+    (2(n-1)/n) and no link is crossed, so the number says nothing about NVLink or the network."""
+    result = run_module("collective_check", {"address": head["address"], "auth_token_path": head["token"],
+                                             "backend": "nccl", "intra_node": True, "min_bytes": "8",
+                                             "max_bytes": "1G", "iters": 20, "warmup_iters": 5,
+                                             "hosts": {head["ip"]: "gpu-host"}})
+    assert not result.get("failed"), result.get("msg")
+    print(result.get("table") or json.dumps(result.get("rows"), indent=1))
+    print("transport:", json.dumps(result.get("transport")), "versions:", json.dumps(result.get("versions")))
+    assert result["backend"] == "nccl" and result["world_size"] == len(nvml.gpus)
+    rows = result["rows"]
+    assert rows[-1]["size"] == 1 << 30 and all(r["wrong"] == 0 for r in rows), rows
+    assert all(r["time_us"] > 0 for r in rows)
+    nodes = result["nodes"]
+    assert len(nodes) == 1 and len(nodes[0]["gpu_ids"]) == len(nvml.gpus), nodes
+    assert nodes[0]["nccl"]["available"], nodes[0]["nccl"]
+    if len(nvml.gpus) > 1:
+        assert result["peak_busbw_gbps"] > 0, result
+
+
+def test_gpu_check_runs_dcgms_diagnostic_level_1(nvml):
+    """gpu_check's deeper check (dcgm_diag_level) against DCGM itself, where DCGM is installed."""
+    if shutil.which("dcgmi") is None:
+        pytest.skip("DCGM is not installed on this host (no dcgmi): its diagnostic cannot run here")
+    result = run_module("gpu_check", {"dcgm_diag_level": 1, "check_xid": False}, timeout=300)
+    print(json.dumps(result.get("dcgm_diag"), indent=1), "msg:", result.get("msg"))
+    assert "dcgm_diag" in result, result
+    assert result["dcgm_diag"]["level"] == 1
+    assert not result.get("failed"), result.get("msg")
