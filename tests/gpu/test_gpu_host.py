@@ -50,7 +50,9 @@ def test_nvml_agrees_with_nvidia_smi(nvml, nvidia_smi):
 
 
 def test_nvml_library_is_the_running_drivers(nvml):
-    assert nvml.nvml_version.startswith(nvml.driver_version.split(".")[0]), (nvml.nvml_version, nvml.driver_version)
+    # NVML's version is "<CUDA major>.<driver version>" (13.580.159.04 on driver 580.159.04, CUDA 13.0)
+    assert nvml.nvml_version.endswith("." + nvml.driver_version), (nvml.nvml_version, nvml.driver_version)
+    assert nvml.nvml_version.split(".")[0] == nvml.cuda_driver_version.split(".")[0], nvml
     found, warnings = gpu.problems(nvml, expect=len(nvml.gpus))
     print("problems:", found or "none", "warnings:", warnings or "none")
     assert not [p for p in found if "is not the running driver" in p or "expected" in p], found

@@ -81,7 +81,7 @@ def stop(proc: subprocess.Popen) -> None:
     """Stop `ray start --block` and every process it started (its own session's process group)."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=10)
     except ProcessLookupError:
         pass
     except subprocess.TimeoutExpired:
