@@ -9,6 +9,7 @@ test skips, saying which is missing, where they are not installed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -88,9 +89,10 @@ def stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.fixture(scope="session")
-def head(nvml, ray_bin):
-    """A Ray head as the ray role's unit runs it; stopped (the whole process group) at the end."""
+@contextlib.contextmanager
+def ray_head(ray_bin: str, min_gpus: int, ports: dict[str, int], **settings_extra):
+    """A Ray head as the ray role's unit runs it (`python -m rayfleet.raynode exec` on the settings file the
+    ray_node module writes, token auth on); stopped, with every process it started, on leaving."""
     base = Path(tempfile.mkdtemp(prefix="rf-gpu-", dir="/tmp"))  # short: Ray's socket paths have a length limit
     token = base / "auth-token"
     token.write_text(secrets.token_hex(32) + "\n")
@@ -98,34 +100,43 @@ def head(nvml, ray_bin):
     ip = node_address()
     gcs = free_port()
     settings = RayNodeSettings.from_mapping({
-        "role": "head", "node_ip": ip, "ray_bin": ray_bin, "num_gpus": len(nvml.gpus), "include_dashboard": False,
+        "role": "head", "node_ip": ip, "ray_bin": ray_bin, "include_dashboard": False,
         "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": str(token),
-        "ports": {"gcs": gcs}})
+        "ports": {**ports, "gcs": gcs}, **settings_extra})
     config = base / "settings.json"
     config.write_text(json.dumps(settings.to_dict()))
-    log = (base / "head.log").open("w")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (LIB, os.environ.get("PYTHONPATH", "")) if p))
-    proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    address = f"{ip}:{gcs}"
-    started = time.monotonic()
-    # rayfleet.cluster's wait, in its own process as the modules run (Ray reads the token mode once per process)
-    wait = subprocess.Popen([sys.executable, "-m", "rayfleet.cluster", "--address", address, "--min-nodes", "1",
-                             "--min-gpus", str(len(nvml.gpus)), "--timeout", "90", "--json", "--auth-token-path",
-                             str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    while wait.poll() is None and proc.poll() is None:
-        time.sleep(0.5)
-    if wait.returncode != 0:
-        wait.kill()
-        _out, err = wait.communicate()
-        stop(proc)
-        raise AssertionError(f"the head did not register (ray start: {proc.poll()}): {err[-2000:]}\n"
-                             f"{(base / 'head.log').read_text()[-4000:]}")
-    state = json.loads(wait.stdout.read())
-    print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: {shlex.join(settings.start_args())}")
-    yield {"address": address, "ip": ip, "token": str(token), "state": state, "settings": settings}
-    stop(proc)
-    log.close()
+    with (base / "head.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        try:
+            address = f"{ip}:{gcs}"
+            started = time.monotonic()
+            # rayfleet.cluster's wait in its own process, as the modules run (Ray reads the token mode once)
+            wait = subprocess.Popen([sys.executable, "-m", "rayfleet.cluster", "--address", address, "--min-nodes",
+                                     "1", "--min-gpus", str(min_gpus), "--timeout", "90", "--json",
+                                     "--auth-token-path", str(token)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            while wait.poll() is None and proc.poll() is None:
+                time.sleep(0.5)
+            if wait.returncode != 0:
+                wait.kill()
+                _out, err = wait.communicate()
+                raise AssertionError(f"the head did not register (ray start: {proc.poll()}): {err[-2000:]}\n"
+                                     f"{(base / 'head.log').read_text()[-4000:]}")
+            state = json.loads(wait.stdout.read())
+            print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: "
+                  f"{shlex.join(settings.start_args())}")
+            yield {"address": address, "ip": ip, "token": str(token), "state": state, "settings": settings}
+        finally:
+            stop(proc)
+
+
+@pytest.fixture(scope="session")
+def head(nvml, ray_bin):
+    """The head the module tests share: Ray told NVML's GPU count, as the ray role does on group `gpu`."""
+    with ray_head(ray_bin, len(nvml.gpus), {}, num_gpus=len(nvml.gpus)) as info:
+        yield info
 
 
 def test_gpu_hardware_info_finds_nvmls_gpus_on_the_pci_bus(nvml):
@@ -206,3 +217,19 @@ def test_gpu_check_runs_dcgms_diagnostic_level_1(nvml):
     assert "dcgm_diag" in result, result
     assert result["dcgm_diag"]["level"] == 1
     assert not result.get("failed"), result.get("msg")
+
+
+def test_gpu_check_names_a_ray_node_started_with_a_stray_cuda_visible_devices(nvml, ray_bin, head):
+    """The fault gpu_check exists for: Ray started with CUDA_VISIBLE_DEVICES empty (and no --num-gpus) sees no
+    GPU while NVML sees them all; the check must fail and say so. A second head, on ports of its own."""
+    ports = {"dashboard": 8365, "client_server": 20001, "object_manager": 20076, "node_manager": 20077,
+             "dashboard_agent_grpc": 20078, "runtime_env_agent": 20079, "metrics_export": 20080,
+             "dashboard_agent_listen": 52465, "min_worker": 20100, "max_worker": 20999}
+    with ray_head(ray_bin, 0, ports, env={"CUDA_VISIBLE_DEVICES": ""}) as blind:
+        alive = [n for n in blind["state"]["nodes"] if n["state"] == "ALIVE"]
+        assert alive[0]["resources"].get("GPU", 0.0) == 0.0, alive
+        result = run_module("gpu_check", {"ray_address": blind["address"], "node_ip": blind["ip"],
+                                          "auth_token_path": blind["token"]})
+    print("msg:", result.get("msg"))
+    assert result["failed"], result
+    assert f"Ray reports 0 GPU(s) on this node, NVML {len(nvml.gpus)}" in result["msg"], result["msg"]
