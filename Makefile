@@ -26,6 +26,7 @@ help:
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
 	@echo "make dashboard [INVENTORY=inventories/x]  SSH tunnel to the head's Ray dashboard; prints the URL"
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | molecule-full | bake | bench-converge | bench-collective"
+	@echo "make test-gpu (on a GPU host) | make gpu-wheels (Ray + ansible-core for a GPU host without network)"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \

@@ -142,6 +142,8 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
 
 # --- NCCL transport: which network did NCCL pick? -------------------------------------------------
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (?P<net>.+?)\s*$")
+# NCCL 2.28 also names the net plugin each communicator got (seen on an H200: "Assigned NET plugin Socket to comm")
+_ASSIGNED_NETWORK = re.compile(r"NCCL INFO Assigned NET plugin (?P<net>.+?) to comm")
 _NET_LINE = re.compile(r"NCCL INFO (?P<line>(NET/\S+|Channel \d+/\d+ : .* via \S+|.*[Pp]lugin.*|.*OFI.*))\s*$")
 
 
@@ -157,7 +159,7 @@ def parse_transport(lines: Iterable[str]) -> dict[str, Any]:
     plugin_errors: list[str] = []
     for raw in lines:
         line = raw.rstrip("\n")
-        m = _USING_NETWORK.search(line)
+        m = _USING_NETWORK.search(line) or _ASSIGNED_NETWORK.search(line)
         if m and m.group("net") not in networks:
             networks.append(m.group("net"))
         n = _NET_LINE.search(line)
@@ -300,7 +302,11 @@ class Report:
         if wrong:
             out.append(f"all-reduce returned wrong values at {len(wrong)} size(s) (first at {wrong[0].size} B): "
                        "a rank computes or transfers incorrectly")
-        if self.min_busbw_gbps is not None and self.peak_busbw_gbps < self.min_busbw_gbps:
+        if self.min_busbw_gbps is not None and self.world_size < 2:
+            out.append(f"min_busbw_gbps {self.min_busbw_gbps:g} cannot be checked with one rank: a one-rank "
+                       "all-reduce moves no data (bus bandwidth is 0 by definition). Run it across 2+ GPUs or "
+                       "2+ nodes, or leave min_busbw_gbps unset on a single-GPU cluster")
+        elif self.min_busbw_gbps is not None and self.peak_busbw_gbps < self.min_busbw_gbps:
             slowest = self.pair_findings.get("slowest")
             where = (f"; slowest pair {' - '.join(slowest['nodes'])} at {slowest['busbw_gbps']:.2f} GB/s"
                      if slowest else "")
@@ -352,6 +358,9 @@ class Report:
         title = (f"all_reduce across {len(self.nodes)} node(s), {self.world_size} rank(s), "
                  f"backend {self.backend}{network}")
         parts = [format_table(self.rows, title)]
+        if self.world_size < 2:
+            parts.append("# One rank: the backend ran and every sum was checked, but a one-rank all-reduce moves "
+                         "no data - algbw here is size over launch time, not a bandwidth")
         parts.append(f"# Peak bus bandwidth (sizes >= {self.large_bytes} B): {self.peak_busbw_gbps:.4g} GB/s"
                      + (f" (minimum {self.min_busbw_gbps:g})" if self.min_busbw_gbps is not None else ""))
         if self.pairs:

@@ -85,6 +85,32 @@ def test_transport_from_nccl_debug_output():
     assert c.parse_transport([])["network"] == ""
 
 
+# NCCL 2.28.9 (torch 2.11 cu130) on an H200 without IB or net plugins: the lines rayfleet kept as evidence
+NCCL_2_28_H200 = """\
+gpu:1:1 [0] NCCL INFO ENV/Plugin: Could not find: libnccl-env.so
+gpu:1:1 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so
+gpu:1:1 [0] NCCL INFO Failed to initialize NET plugin IB
+gpu:1:1 [0] NCCL INFO Initialized NET plugin Socket
+gpu:1:1 [0] NCCL INFO Assigned NET plugin Socket to comm
+"""
+
+
+def test_transport_from_nccl_2_28s_assigned_plugin_line():
+    found = c.parse_transport(NCCL_2_28_H200.splitlines())
+    assert found["network"] == "Socket" and found["networks"] == ["Socket"] and not found["gpudirect_rdma"]
+    assert "Failed to initialize NET plugin IB" in found["plugin_errors"][2]
+
+
+def test_one_rank_cannot_pass_or_fail_a_bandwidth_floor():
+    rows = [c.Row(1 << 30, 27.7, 1)]  # what one H200 printed: a no-op all-reduce, 38,821 "GB/s" algbw
+    report = c.Report(backend="nccl", world_size=1, nodes=[{}], rows=rows, large_bytes=1 << 27)
+    assert report.problems() == [] and "One rank" in report.format() and report.peak_busbw_gbps == 0
+    floored = c.Report(backend="nccl", world_size=1, nodes=[{}], rows=rows, large_bytes=1 << 27, min_busbw_gbps=100)
+    problems = floored.problems()
+    assert len(problems) == 1 and "cannot be checked with one rank" in problems[0], problems
+    assert "below" not in problems[0]
+
+
 def test_socket_fallback_fails_when_efa_expected():
     report = c.Report(backend="nccl", world_size=16, nodes=[{}, {}], rows=[c.Row(1 << 30, 30_000, 16)],
                       large_bytes=1 << 27, transport=c.parse_transport(NCCL_SOCKET_FALLBACK.splitlines()),
