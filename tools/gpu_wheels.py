@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Wheels that `make test-gpu` needs on a GPU machine with no network: Ray at the pinned version and ansible-core.
 
@@ -83,8 +83,8 @@ def main() -> int:
     for platform in PLATFORMS:
         cmd += ["--platform", platform]
     for req in wanted:
-        name = req.split("==")[0].replace("-", "_")
-        if not any(args.out.glob(f"{name}-{req.split('==')[1]}-*.whl")):
+        name, version = req.split("==")
+        if not any(args.out.glob(f"{name.replace('-', '_')}-{version}-*.whl")):
             subprocess.run([*cmd, req], check=True)
     for wheel in args.out.glob(f"ray-{ray}-*.whl"):
         with zipfile.ZipFile(wheel) as zf:

@@ -170,8 +170,9 @@ def test_gpu_check_module_agrees_with_ray(nvml, head):
     result = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
                                       "auth_token_path": head["token"], "expect_gpus": len(nvml.gpus),
                                       "expect_model": nvml.gpus[0].name.replace("NVIDIA ", "")})
-    print(json.dumps({k: result.get(k) for k in ("msg", "available", "count", "ray_gpus", "ray_accelerator_types",
-                                                  "driver_version", "warnings_found", "problems")}, indent=1))
+    shown = ("msg", "available", "count", "ray_gpus", "ray_accelerator_types", "driver_version", "warnings_found",
+             "problems")
+    print(json.dumps({k: result.get(k) for k in shown}, indent=1))
     assert not result.get("failed"), result.get("msg")
     assert result["ray_gpus"] == float(len(nvml.gpus))
     assert [g["uuid"] for g in result["gpus"]] == [g.uuid for g in nvml.gpus]
