@@ -304,11 +304,60 @@ def bus_key(bus_id: str) -> tuple[int, int, int]:
     return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
 
 
+def parse_kmsg_records(records: list[bytes]) -> tuple[list[str], int | None]:
+    """Messages of /dev/kmsg records ("prio,seq,usec,flags;text\\n KEY=value..."), and the first record's sequence
+    number (above 0: the kernel's ring buffer no longer holds the start of this boot)."""
+    lines: list[str] = []
+    first: int | None = None
+    for record in records:
+        head, sep, text = record.decode("utf-8", errors="replace").partition(";")
+        if not sep:
+            continue
+        fields = head.split(",")
+        if first is None and len(fields) > 1 and fields[1].isdigit():
+            first = int(fields[1])
+        lines.append(text.split("\n", 1)[0])
+    return lines, first
+
+
+def read_kmsg(path: str = "/dev/kmsg") -> tuple[list[str] | None, str]:
+    """This boot's kernel messages still in the ring buffer, read from /dev/kmsg (one record per read), or
+    (None, why not). The note says when the buffer has already dropped the oldest messages."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, f"{path} cannot be read ({exc.strerror})"
+    records: list[bytes] = []
+    try:
+        while len(records) < 1_000_000:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:  # no more records
+                break
+            except BrokenPipeError:  # the record was overwritten while reading: go on with the next one
+                continue
+            except OSError as exc:
+                return None, f"reading {path} failed ({exc.strerror})"
+            if not record:
+                break
+            records.append(record)
+    finally:
+        os.close(fd)
+    lines, first = parse_kmsg_records(records)
+    note = (f"read from {path}: the kernel's ring buffer no longer holds the first {first} message(s) of this "
+            "boot, so older Xids may be missing" if first else "")
+    return lines, note
+
+
 def read_kernel_xids() -> tuple[list[XidEvent] | None, str]:
-    """Xid events in this boot's kernel log (journald), or (None, why not)."""
+    """Xid events in this boot's kernel log: journald's, else /dev/kmsg's ring buffer (hosts and VMs without
+    journald). (events, a note - non-empty when the kernel's buffer has lost messages) or (None, why not)."""
     journalctl = shutil.which("journalctl")
     if journalctl is None:
-        return None, "no journalctl on this host"
+        lines, note = read_kmsg()
+        if lines is None:
+            return None, f"no journalctl on this host, and {note}"
+        return parse_xids(lines), note
     proc = subprocess.run([journalctl, "-k", "-b", "-o", "cat", "--no-pager"], capture_output=True, text=True,
                           timeout=60, check=False)
     if proc.returncode != 0:
@@ -502,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         if events is None:
             warn.append(f"Xid events not read: {why_not}")
         else:
+            if why_not:
+                warn.append(f"Xid events {why_not}")
             xid_bad, xid_warn = xid_findings(report, events, set(HARDWARE_XIDS))
             bad += xid_bad
             warn += xid_warn

@@ -71,6 +71,8 @@ options:
   check_xid:
     description:
       - Read this boot's kernel log (C(journalctl -k)) for the driver's Xid error reports and tie each to its GPU.
+      - Without journald (some VMs and minimal images), the kernel's ring buffer is read from C(/dev/kmsg) instead
+        (root); a warning says when the buffer has already dropped the oldest messages of the boot.
       - Xids in O(fail_on_xid) fail the check; any other Xid is reported as a warning.
     type: bool
     default: true
@@ -342,6 +344,8 @@ def main():
         if events is None:
             warn.append("Xid events not read: " + why_not)
         else:
+            if why_not:
+                warn.append("Xid events " + why_not)
             fail_on = set(p["fail_on_xid"]) if p["fail_on_xid"] is not None else set(HARDWARE_XIDS)
             xid_bad, xid_warn = xid_findings(report, events, fail_on)
             bad += xid_bad

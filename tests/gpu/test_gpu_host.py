@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -113,5 +114,6 @@ def test_no_hardware_xid_since_boot(nvml):
     if events is None:
         pytest.skip(f"the kernel log cannot be read here: {why_not}")
     bad, warn = gpu.xid_findings(nvml, events, set(gpu.HARDWARE_XIDS))
-    print("Xid events:", [(e.bus_id, e.xid) for e in events] or "none", "warnings:", warn or "none")
+    print("Xid events:", [(e.bus_id, e.xid) for e in events] or "none", "warnings:", warn or "none",
+          "source:", why_not or ("journald" if shutil.which("journalctl") else "/dev/kmsg"))
     assert bad == [], bad

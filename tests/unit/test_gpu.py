@@ -345,3 +345,39 @@ def test_container_gpus_reads_nvml_inside_the_container():
 
     with pytest.raises(RayfleetError, match="no container with name ray-worker"):
         gpu.container_gpus("podman", "ray-worker", run=gone)
+
+
+# /dev/kmsg records as the kernel returns them, one per read (prio,seq,usec,flags;text, then KEY=value lines)
+KMSG = [
+    b"6,1204,8812345,-;NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+    b" SUBSYSTEM=pci\n DEVICE=+pci:0000:18:00.0\n",
+    b"4,1205,8812399,-;nvidia-nvswitch0: link 3 down\n",
+    b"garbage without a header\n",
+]
+
+
+def test_kmsg_records_give_their_text_and_the_first_sequence_number():
+    lines, first = gpu.parse_kmsg_records(KMSG)
+    assert first == 1204 and len(lines) == 2 and lines[1] == "nvidia-nvswitch0: link 3 down"
+    events = gpu.parse_xids(lines)
+    assert [(e.bus_id, e.xid) for e in events] == [("0000:18:00", 79)]
+    assert gpu.parse_kmsg_records([b"6,0,1,-;Linux version 6.1\n"]) == (["Linux version 6.1"], 0)
+
+
+def test_without_journalctl_xids_come_from_kmsg_with_a_note_when_it_wrapped(monkeypatch):
+    monkeypatch.setattr(gpu.shutil, "which", lambda name: None)
+    monkeypatch.setattr(gpu, "read_kmsg", lambda: (gpu.parse_kmsg_records(KMSG)[0], "read from /dev/kmsg: lost"))
+    events, note = gpu.read_kernel_xids()
+    assert [e.xid for e in events] == [79] and note == "read from /dev/kmsg: lost"
+    monkeypatch.setattr(gpu, "read_kmsg", lambda: (None, "/dev/kmsg cannot be read (Permission denied)"))
+    assert gpu.read_kernel_xids() == (None, "no journalctl on this host, and /dev/kmsg cannot be read "
+                                             "(Permission denied)")
+
+
+def test_read_kmsg_reads_records_until_none_is_left(tmp_path):
+    missing = gpu.read_kmsg(str(tmp_path / "no-kmsg"))
+    assert missing[0] is None and "cannot be read" in missing[1]
+    lines, _note = gpu.read_kmsg()  # this host's own ring buffer, where readable (root)
+    if lines is None:
+        pytest.skip(f"/dev/kmsg is not readable here: {_note}")
+    assert lines, "the kernel ring buffer of a running host is never empty"
