@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""playbooks/logs.yml brings every node's Ray logs and the rayfleet units' journal to the controller."""
+"""playbooks/logs.yml brings every node's Ray logs and the rayfleet units' journal to the controller; site.yml does
+it by itself for a node whose Ray does not start, and names the archive in its failure."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tarfile
+from pathlib import Path
 
-from conftest import ROOT, SANDBOX, ansible_env, inventory_ips
+from conftest import ROOT, SANDBOX, ansible_env, inventory_ips, node_ip, ray_nodes, run_site, wait_for_cluster
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
 
@@ -32,3 +35,33 @@ def test_logs_playbook_fetches_every_nodes_logs(request):
         assert f"{unit}.service" in text, text[-500:]
     summary = (new[0] / "summary.txt").read_text()
     assert all(f"{h}: " in summary for h in hosts), summary
+
+
+def test_a_node_whose_ray_does_not_start_brings_its_logs_and_names_them(host, request):
+    """Ray restarted on one worker with 1 s to register (a start takes several): the ray stage fails on that worker
+    with ray_node's own message and the archive of its Ray logs and unit journal, already on the controller."""
+    ips = inventory_ips(request)
+    worker = f"{SANDBOX}-worker1"
+    head_ip = node_ip(host)
+    before = {n["node_id"] for n in ray_nodes(host, head_ip) if n["node_ip"] == ips[worker]}
+    proc = run_site("--tags", "ray", "--limit", worker, "-e", "ray_state=restarted", "-e", "ray_wait_timeout=1")
+    out = proc.stdout + proc.stderr
+    try:
+        assert proc.returncode != 0, out[-3000:]
+        assert "did not register alive within 1 s" in out, out[-3000:]
+        found = re.search(r"The Ray logs and the journal of ray-worker\.service from this node are on the "
+                          r"controller: (\S+\.tar\.gz)", out)
+        assert found, out[-3000:]
+        archive = Path(found.group(1))
+        assert archive.name == f"{worker}.tar.gz" and archive.is_file(), archive
+        with tarfile.open(archive) as tar:
+            names = {n.rsplit("/", 1)[-1] for n in tar.getnames()}
+            journal = next(m for m in tar.getmembers() if m.name.endswith(".journal.txt"))
+            text = tar.extractfile(journal).read().decode()
+        assert {"raylet.out", "raylet.err"} <= names, names
+        assert "ray-worker.service" in text, text[-500:]
+        summary = (archive.parent / "summary.txt").read_text()
+        assert summary.startswith(f"{worker}: ") and len(summary.strip().splitlines()) == 1, summary
+    finally:
+        # systemd keeps the restarted unit running: the worker rejoins by itself, as a new node
+        wait_for_cluster(host, head_ip, sorted(ips.values()), timeout=120, exclude_ids=before)
