@@ -370,8 +370,8 @@ def test_without_journalctl_xids_come_from_kmsg_with_a_note_when_it_wrapped(monk
     events, note = gpu.read_kernel_xids()
     assert [e.xid for e in events] == [79] and note == "read from /dev/kmsg: lost"
     monkeypatch.setattr(gpu, "read_kmsg", lambda: (None, "/dev/kmsg cannot be read (Permission denied)"))
-    assert gpu.read_kernel_xids() == (None, "no journalctl on this host, and /dev/kmsg cannot be read "
-                                             "(Permission denied)")
+    why = "no journalctl on this host, and /dev/kmsg cannot be read (Permission denied)"
+    assert gpu.read_kernel_xids() == (None, why)
 
 
 def test_read_kmsg_reads_records_until_none_is_left(tmp_path):
