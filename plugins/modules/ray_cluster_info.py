@@ -12,7 +12,9 @@ short_description: Read a Ray cluster's nodes and resources, optionally waiting 
 version_added: "0.1.0"
 description:
   - Lists the cluster's nodes through Ray's state API (C(ray.util.state.list_nodes)) at the head's
-    dashboard address, and returns alive/dead counts and total resources.
+    dashboard address, or straight from the cluster's GCS at C(host:port) - no dashboard needed, for clusters that
+    run without one and for nodes that cannot reach the head's loopback-only dashboard - and returns alive/dead
+    counts and total resources.
   - With O(wait_for), polls until at least O(wait_for.min_nodes) nodes and O(wait_for.min_gpus) GPUs are
     alive and every host in O(wait_for.hosts) has an alive node; on timeout it fails naming the hosts
     that are missing.
@@ -21,7 +23,9 @@ author:
   - rayfleet authors (@rayfleet)
 options:
   address:
-    description: The head's dashboard URL, e.g. C(http://10.0.0.10:8265).
+    description:
+      - The head's dashboard URL, e.g. C(http://10.0.0.10:8265) (Ray's state API), or the cluster's GCS address,
+        C(10.0.0.10:6379) (Ray's GCS client, where only the GCS port has to be reachable).
     type: str
     required: true
   wait_for:
@@ -68,6 +72,13 @@ EXAMPLES = r"""
   vars:
     ansible_python_interpreter: /opt/rayfleet/venv/bin/python
   register: cluster
+
+- name: The same from any node, through the GCS (the dashboard listens on the head's loopback)
+  rayfleet.cluster.ray_cluster_info:
+    address: "{{ hostvars[groups['ray_head'][0]].ansible_default_ipv4.address }}:6379"
+    auth_token_path: /etc/rayfleet/auth-token
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
 
 - name: Show total GPUs
   ansible.builtin.debug:
@@ -127,7 +138,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
-    from rayfleet.cluster import state_api_fetcher, wait_for
+    from rayfleet.cluster import fetcher, wait_for
     from rayfleet.errors import ClusterWaitTimeout, RayfleetError
     from rayfleet.raynode import auth_env
 except ImportError:
@@ -164,7 +175,7 @@ def main():
         ray_version = ""
     try:
         state = wait_for(
-            state_api_fetcher(p["address"], auth_token_path=p["auth_token_path"]),
+            fetcher(p["address"], auth_token_path=p["auth_token_path"]),
             min_nodes=want.get("min_nodes") or 0,
             min_gpus=want.get("min_gpus") or 0,
             expected=dict((str(k), str(v)) for k, v in (want.get("hosts") or {}).items()),

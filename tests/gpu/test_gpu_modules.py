@@ -166,6 +166,16 @@ def test_head_gets_nvmls_gpu_count_and_model_from_the_product_path(nvml, head):
     assert types and all(gpu.accelerator_type_matches(t, nvml.gpus[0].name) for t in types), (types, nvml.gpus[0])
 
 
+def test_ray_cluster_info_waits_for_the_head_and_its_gpus_through_the_gcs(nvml, head):
+    """ray_cluster_info against the GCS (no dashboard on this head), as any node can reach it."""
+    result = run_module("ray_cluster_info", {"address": head["address"], "auth_token_path": head["token"],
+                                             "timeout": 60, "wait_for": {"min_nodes": 1, "min_gpus": len(nvml.gpus),
+                                                                         "hosts": {head["ip"]: "gpu-host"}}})
+    assert not result.get("failed"), result.get("msg")
+    print({k: result[k] for k in ("alive_nodes", "gpus", "cpus", "ray_version")})
+    assert result["alive_nodes"] == 1 and result["gpus"] == float(len(nvml.gpus))
+
+
 def test_gpu_check_module_agrees_with_ray(nvml, head):
     result = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
                                       "auth_token_path": head["token"], "expect_gpus": len(nvml.gpus),
