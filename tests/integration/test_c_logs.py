@@ -14,6 +14,14 @@ from conftest import ROOT, SANDBOX, ansible_env, inventory_ips, node_ip, ray_nod
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
 
 
+def read_archive(path: Path) -> tuple[set[str], str]:
+    """A node's log archive: the file names in it, and the text of its unit journal."""
+    with tarfile.open(path) as tar:
+        names = {n.rsplit("/", 1)[-1] for n in tar.getnames()}
+        journal = next(m for m in tar.getmembers() if m.name.endswith(".journal.txt"))
+        return names, tar.extractfile(journal).read().decode()
+
+
 def test_logs_playbook_fetches_every_nodes_logs(request):
     before = set((ROOT / "artifacts/logs").glob("*")) if (ROOT / "artifacts/logs").is_dir() else set()
     proc = subprocess.run(["ansible-playbook", "playbooks/logs.yml", "-i", "inventories/sandbox"], cwd=ROOT,
@@ -24,10 +32,7 @@ def test_logs_playbook_fetches_every_nodes_logs(request):
     hosts = sorted(inventory_ips(request))
     assert sorted(p.name for p in new[0].glob("*.tar.gz")) == [f"{h}.tar.gz" for h in hosts]
     for host in hosts:
-        with tarfile.open(new[0] / f"{host}.tar.gz") as tar:
-            names = {n.rsplit("/", 1)[-1] for n in tar.getnames()}
-            journal = next(m for m in tar.getmembers() if m.name.endswith(".journal.txt"))
-            text = tar.extractfile(journal).read().decode()
+        names, text = read_archive(new[0] / f"{host}.tar.gz")
         assert {"raylet.out", "raylet.err"} <= names, (host, names)
         if host.endswith("-head"):
             assert "gcs_server.out" in names, names
@@ -54,10 +59,7 @@ def test_a_node_whose_ray_does_not_start_brings_its_logs_and_names_them(host, re
         assert found, out[-3000:]
         archive = Path(found.group(1))
         assert archive.name == f"{worker}.tar.gz" and archive.is_file(), archive
-        with tarfile.open(archive) as tar:
-            names = {n.rsplit("/", 1)[-1] for n in tar.getnames()}
-            journal = next(m for m in tar.getmembers() if m.name.endswith(".journal.txt"))
-            text = tar.extractfile(journal).read().decode()
+        names, text = read_archive(archive)
         assert {"raylet.out", "raylet.err"} <= names, names
         assert "ray-worker.service" in text, text[-500:]
         summary = (archive.parent / "summary.txt").read_text()
