@@ -66,9 +66,25 @@ def test_bake_creates_a_tagged_ami_and_a_ray_up_yaml(ec2, aws_env, tmp_path):
     assert json.loads(written) == {"role": "worker", "head_address": "10.0.0.10:6379"}
     assert any("autoscaling_config" in c for c in cluster["head_start_ray_commands"])
     assert cluster["file_mounts"] == {"/tmp/rayfleet-auth-token": str(tmp_path / "token")}
+    assert token_commands(cluster) == ["sudo install -m 0600 /tmp/rayfleet-auth-token /etc/rayfleet/auth-token"
+                                       " && rm -f /tmp/rayfleet-auth-token"] * 2
 
     manifest = json.loads((tmp_path / "artifacts/rayfleet-node-test-1/manifest.json").read_text())
     assert manifest["image_id"] == ami["ImageId"] and manifest["builder"] == builder
+
+
+def token_commands(cluster: dict) -> list[str]:
+    return [c for key in ("head_start_ray_commands", "worker_start_ray_commands") for c in cluster[key]
+            if "rayfleet-auth-token" in c]
+
+
+def test_a_named_cluster_gets_its_token_where_its_units_read_it(ec2, aws_env, tmp_path):
+    """ray_cluster_name names the units and the token file on the nodes (ray role): the YAML hands the token there."""
+    builder = launch(ec2, role="builder")
+    proc = bake(tmp_path, aws_env, builder, ray_cluster_name="team-a")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    cluster = yaml.safe_load((tmp_path / "cluster.yaml").read_text())
+    assert [c.split()[5] for c in token_commands(cluster)] == ["/etc/rayfleet/auth-token-team-a"] * 2
 
 
 def test_terminate_builder_when_asked(ec2, aws_env, tmp_path):

@@ -36,8 +36,19 @@ def builder():
     sb.down()
 
 
+# What a builder that was once a node of the named cluster "alice" (ray_cluster_name) still holds: its token, its
+# node settings and verdict, the checkpoint store's credentials, and its Ray unit, enabled.
+LEFTOVERS = ["/etc/rayfleet/auth-token-alice", "/etc/rayfleet/ray-alice-worker.json",
+             "/etc/rayfleet/preflight-alice.json", "/etc/rayfleet/checkpoint.env"]
+LEFTOVER_UNIT = "ray-alice-worker.service"
+
+
 @pytest.fixture(scope="module")
 def baked(builder):
+    unit = "[Service]\\nExecStart=/bin/sleep infinity\\n[Install]\\nWantedBy=multi-user.target\\n"
+    exec_on(builder, "head", f"mkdir -p /etc/rayfleet && for f in {' '.join(LEFTOVERS)}; do echo secret > $f; done"
+                             f" && printf '{unit}' > /etc/systemd/system/{LEFTOVER_UNIT} && systemctl daemon-reload"
+                             f" && systemctl enable --now {LEFTOVER_UNIT}")
     proc = bake(builder, IMAGE_NAME, TAG)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     yield proc
@@ -70,7 +81,7 @@ def test_bake_checks_hygiene_and_labels_the_image(baked):
     manifest = json.loads((ROOT / f"artifacts/bake/{IMAGE_NAME}-{TAG}/manifest.json").read_text())
     assert manifest["image"] == IMAGE and manifest["backend"] == "podman"
     # The hygiene checks ran on the builder before the commit, and all passed
-    assert manifest["hygiene"]["ok"] is True and len(manifest["hygiene"]["checks"]) == 10
+    assert manifest["hygiene"]["ok"] is True and len(manifest["hygiene"]["checks"]) == 11
     assert podman("inspect", "rayfleet-bake-builder-head", "--format", "{{.State.Status}}").stdout.strip() == "exited"
 
 
@@ -81,6 +92,11 @@ def test_published_image_passes_the_hygiene_checks(baked):
                           input=HYGIENE.read_text(), capture_output=True, text=True, check=False)
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], [c for c in report["checks"] if not c["ok"]]
+    # The named cluster's leftovers the builder held before the bake (the fixture) are not in the image
+    left = subprocess.run(["podman", "run", "--rm", "--network", "none", "--entrypoint", "sh", IMAGE, "-c",
+                           f"ls -d {' '.join(LEFTOVERS)} /etc/systemd/system/*.wants/{LEFTOVER_UNIT} 2>/dev/null"],
+                          capture_output=True, text=True, check=False)
+    assert left.stdout.split() == [], left.stdout
 
 
 def test_hosts_from_the_image_start_ray_by_themselves(cluster):

@@ -45,6 +45,12 @@ def test_clean_tree_passes(tmp_path, capsys):
 @pytest.mark.parametrize(("dirt", "name", "expect"), [
     ("etc/ssh/ssh_host_ed25519_key", "ssh_host_keys_removed", "/etc/ssh/ssh_host_ed25519_key"),
     ("etc/rayfleet/auth-token", "no_secrets", "/etc/rayfleet/auth-token"),
+    # a named cluster's (ray_cluster_name), where the builder was once its node
+    ("etc/rayfleet/auth-token-alice", "no_secrets", "/etc/rayfleet/auth-token-alice"),
+    ("etc/rayfleet/ray-alice-worker.json", "no_secrets", "/etc/rayfleet/ray-alice-worker.json"),
+    ("etc/rayfleet/ray-worker.container.json", "no_secrets", "/etc/rayfleet/ray-worker.container.json"),
+    ("etc/rayfleet/preflight-alice.json", "no_secrets", "/etc/rayfleet/preflight-alice.json"),
+    ("etc/rayfleet/checkpoint.env", "no_secrets", "/etc/rayfleet/checkpoint.env"),
     ("home/debian/.ssh/id_ed25519", "no_secrets", "/home/debian/.ssh/id_ed25519"),
     ("home/debian/.ssh/authorized_keys", "no_secrets", "/home/debian/.ssh/authorized_keys"),
     ("root/.bash_history", "no_shell_history", "/root/.bash_history"),
@@ -52,6 +58,10 @@ def test_clean_tree_passes(tmp_path, capsys):
     ("tmp/ray", "temp_dirs_empty", "/tmp/ray"),
     ("var/cache/apt/archives/x.deb", "package_caches_empty", "/var/cache/apt/archives/x.deb"),
     ("etc/systemd/system/timers.target.wants/apt-daily.timer", "no_self_upgrades", "apt-daily.timer is enabled"),
+    ("etc/systemd/system/multi-user.target.wants/ray-worker.service", "ray_units_left_to_launch",
+     "/etc/systemd/system/multi-user.target.wants/ray-worker.service is enabled"),
+    ("etc/systemd/system/multi-user.target.wants/ray-alice-head.service", "ray_units_left_to_launch",
+     "ray-alice-head.service is enabled"),
 ])
 def test_each_leftover_is_named(tmp_path, dirt, name, expect):
     root = clean_tree(tmp_path)
@@ -72,3 +82,17 @@ def test_machine_id_logs_and_holds(tmp_path):
     assert "/var/log/syslog (2048)" in problems["logs_small"][0]
     assert problems["gpu_packages_held"] == ["nvidia-driver is installed but not held (apt upgrade would move it)"]
     assert check(root, ("allow_authorized_keys", True))["no_secrets"] == []
+
+
+def test_what_a_baked_image_keeps_passes(tmp_path):
+    """The image's own rayfleet files: the launch defaults and the enabled launch unit, not a node's identity."""
+    root = clean_tree(tmp_path)
+    (root / "etc/rayfleet").mkdir()
+    for name in ["launch-defaults.json", "nccl.json", "cuda.json", "shared-storage.json"]:
+        (root / "etc/rayfleet" / name).write_text("{}")
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True)
+    for unit in ["rayfleet-launch.service", "rayfleet-ssh-hostkeys.service", "ray-dashboard-tunnel.service"]:
+        (wants / unit).symlink_to(f"/etc/systemd/system/{unit}")
+    (root / "etc/systemd/system/ray-head.service").write_text("[Unit]\n")  # installed, not enabled
+    assert all(not p for p in check(root).values()), check(root)

@@ -12,19 +12,23 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import re
 import sys
 from pathlib import Path
 
-# Node-specific or secret files a baked image must not carry (relative to the root).
-SECRET_PATHS = [
-    "etc/rayfleet/auth-token",  # the cluster's Ray token
+# Node-specific or secret files a baked image must not carry (globs, relative to the root): those of every cluster
+# the builder may have belonged to, named (ray_cluster_name: auth-token-<name>, ray-<name>-head.json) or not.
+SECRET_GLOBS = [
+    "etc/rayfleet/auth-token*",  # a cluster's Ray token
     "etc/rayfleet/launch.json",  # one node's launch (role, head address)
-    "etc/rayfleet/ray-head.json",  # one node's settings (its IP)
-    "etc/rayfleet/ray-worker.json",
-    "etc/rayfleet/preflight.json",  # one cluster's verdict
+    "etc/rayfleet/ray-*.json",  # one node's settings (its IP) and its container record
+    "etc/rayfleet/preflight*.json",  # one cluster's verdict
+    "etc/rayfleet/checkpoint.env",  # the checkpoint store's S3 credentials
     "root/.aws/credentials",
     "root/.docker/config.json",
 ]
+# A Ray node unit of any cluster: ray[-<name>]-head.service, ray[-<name>]-worker.service
+RAY_NODE_UNIT = re.compile(r"^ray(-[a-z0-9][a-z0-9-]*)?-(head|worker)\.service$")
 SSH_PRIVATE = ["id_rsa", "id_ecdsa", "id_ed25519", "id_dsa", "id_ecdsa_sk", "id_ed25519_sk"]
 HISTORIES = [".bash_history", ".python_history", ".lesshst", ".viminfo", ".wget-hsts", ".sudo_as_admin_successful"]
 CLOUD_INIT_STATE = ["var/lib/cloud/instance", "var/lib/cloud/instances", "var/lib/cloud/data/instance-id"]
@@ -66,7 +70,7 @@ def check_cloud_init(root: Path, _args) -> list[str]:
 
 
 def check_secrets(root: Path, args) -> list[str]:
-    bad = [f"/{p}" for p in SECRET_PATHS if (root / p).exists()]
+    bad = [rel(root, p) for pattern in SECRET_GLOBS for p in root.glob(pattern) if p.exists() or p.is_symlink()]
     for home in homes(root):
         ssh = home / ".ssh"
         bad += [rel(root, ssh / name) for name in SSH_PRIVATE if (ssh / name).exists()]
@@ -124,6 +128,17 @@ def check_drift(root: Path, _args) -> list[str]:
     return bad
 
 
+def check_ray_units(root: Path, _args) -> list[str]:
+    """No Ray node unit may start at boot by itself: rayfleet-launch.service enables the one the launch file names.
+    A unit enabled in the image would start a node of the builder's cluster, with settings that are not there."""
+    system = root / "etc/systemd/system"
+    if not system.is_dir():
+        return []
+    return [f"{rel(root, link)} is enabled (disable it: the launch unit picks the node's role at boot)"
+            for wants in sorted(system.glob("*.wants")) for link in sorted(wants.iterdir())
+            if RAY_NODE_UNIT.match(link.name)]
+
+
 def dpkg_status(root: Path) -> dict[str, str]:
     """Installed package -> its selection (install/hold), from dpkg's status file."""
     status = root / "var/lib/dpkg/status"
@@ -155,6 +170,7 @@ CHECKS = {
     "temp_dirs_empty": check_temp,
     "package_caches_empty": check_package_caches,
     "no_self_upgrades": check_drift,
+    "ray_units_left_to_launch": check_ray_units,
     "gpu_packages_held": check_holds,
 }
 
