@@ -68,10 +68,10 @@ def exec_on(sandbox: Sandbox, host: str, command: str, check: bool = True) -> st
     return proc.stdout
 
 
-def alive_nodes(sandbox: Sandbox, head_ip: str) -> dict[str, str]:
+def alive_nodes(sandbox: Sandbox, head_ip: str, token_path: str = TOKEN_PATH) -> dict[str, str]:
     """The GCS node table, asked on the head as the Ray user: node IP -> node id of the ALIVE nodes ({} if none)."""
     out = exec_on(sandbox, "head", f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --json "
-                                   f"--auth-token-path {TOKEN_PATH} --address {head_ip}:{GCS_PORT} "
+                                   f"--auth-token-path {token_path} --address {head_ip}:{GCS_PORT} "
                                    "2>/dev/null", check=False)
     try:
         return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}
@@ -79,10 +79,11 @@ def alive_nodes(sandbox: Sandbox, head_ip: str) -> dict[str, str]:
         return {}
 
 
-def wait_alive(sandbox: Sandbox, head_ip: str, count: int, timeout: float = 120) -> dict[str, str]:
+def wait_alive(sandbox: Sandbox, head_ip: str, count: int, timeout: float = 120,
+               token_path: str = TOKEN_PATH) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        nodes = alive_nodes(sandbox, head_ip)
+        nodes = alive_nodes(sandbox, head_ip, token_path)
         if len(nodes) >= count:
             return nodes
         if time.monotonic() > deadline:

@@ -202,6 +202,15 @@ def build_node_image(force: bool = False) -> dict[str, str]:
     return {**tags, "archive": str(archive), "key": key}
 
 
+def launch_defaults(image: str) -> dict:
+    """A baked image's /etc/rayfleet/launch-defaults.json (the ray role's, at bake time)."""
+    proc = podman("run", "--rm", "--network", "none", "--entrypoint", "cat", image, "/etc/rayfleet/launch-defaults.json",
+                  check=False)
+    if proc.returncode != 0:
+        raise SandboxError(f"--launch: {image} has no /etc/rayfleet/launch-defaults.json; bake it with playbooks/bake.yml")
+    return json.loads(proc.stdout)
+
+
 class Sandbox:
     """One named sandbox: its network, containers and controller-side files."""
 
@@ -272,9 +281,10 @@ class Sandbox:
         if len(wanted) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
             raise SandboxError(f"--workers {workers}: too many hosts for the sandbox network {subnet}")
         head_ip = str(subnet.network_address + FIRST_HOST_OFFSET)
+        defaults = launch_defaults(image) if launch else {}
         for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
-                files = self.launch_files(group, head_ip) if launch else {}
+                files = self.launch_files(group, head_ip, defaults) if launch else {}
                 self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files,
                                     privileged=host in container_hosts)
         if submit and self.container("submit") not in existing:
@@ -308,14 +318,21 @@ class Sandbox:
         net = self._ipv4()
         return net.get("gateway") or str(ipaddress.ip_network(net["subnet"]).network_address + 1)
 
-    def launch_files(self, group: str, head_ip: str) -> dict[str, str]:
-        """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h)."""
-        token = self.dir / "ray_auth_token"  # where the sandbox inventory's ray_auth_token_path points
+    def launch_files(self, group: str, head_ip: str, defaults: dict) -> dict[str, str]:
+        """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h), where
+        the image's launch defaults (its cluster's name, token path and GCS port) say."""
+        name = defaults.get("cluster_name") or ""
+        # where the sandbox inventory's ray_auth_token_path points for this cluster
+        token = self.dir / f"ray_auth_token{'-' + name if name else ''}"
         if not token.exists():
             token.write_text(secrets.token_hex(32) + "\n")
             token.chmod(0o600)
-        launch = {"role": "head"} if group == "ray_head" else {"role": "worker", "head_address": f"{head_ip}:6379"}
-        return {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n", "/etc/rayfleet/auth-token": token.read_text()}
+        head = f"{head_ip}:{defaults['ports']['gcs']}"
+        launch = {"role": "head"} if group == "ray_head" else {"role": "worker", "head_address": head}
+        files = {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n"}
+        if defaults.get("auth_token_path"):
+            files[defaults["auth_token_path"]] = token.read_text()
+        return files
 
     def _run_container(self, host: str, group: str, address: str, image: str = IMAGE,
                        files: dict[str, str] | None = None, *, privileged: bool = False) -> None:

@@ -42,7 +42,7 @@ from rayfleet.raynode import RayNodeSettings
 LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
 DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
 LAUNCH_KEYS = {"role", "head_address", "node_ip", "autoscaling_config"}
-BAKE_ONLY_KEYS = {"units", "config_paths", "service_user"}
+BAKE_ONLY_KEYS = {"units", "config_paths", "service_user", "cluster_name"}
 
 
 def default_route_ip() -> str:

@@ -35,6 +35,17 @@ def test_head_with_autoscaler_config():
     assert "--autoscaling-config=/etc/rayfleet/autoscaler/c.yaml" in settings.start_args()
 
 
+def test_a_named_clusters_image_starts_its_own_unit_with_its_own_token():
+    """An image baked with ray_cluster_name: ci names its units, settings and token after the cluster."""
+    named = {**DEFAULTS, "cluster_name": "ci", "auth_token_path": "/etc/rayfleet/auth-token-ci",
+             "temp_dir": "/tmp/ray-ci", "units": {"head": "ray-ci-head.service", "worker": "ray-ci-worker.service"},
+             "config_paths": {"head": "/etc/rayfleet/ray-ci-head.json", "worker": "/etc/rayfleet/ray-ci-worker.json"}}
+    settings, unit, path = plan({"role": "worker", "head_address": "10.0.0.10"}, named, node_ip="10.0.0.11")
+    assert unit == "ray-ci-worker.service" and str(path) == "/etc/rayfleet/ray-ci-worker.json"
+    assert settings.auth_env()["RAY_AUTH_TOKEN_PATH"] == "/etc/rayfleet/auth-token-ci"
+    assert "cluster_name" not in settings.to_dict() and "--temp-dir=/tmp/ray-ci" in settings.start_args()
+
+
 @pytest.mark.parametrize(("launch", "message"), [
     ({"role": "manager"}, "role: expected one of ['head', 'worker']"),
     ({"role": "worker"}, "head_address: a worker needs"),
