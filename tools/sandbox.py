@@ -204,10 +204,10 @@ def build_node_image(force: bool = False) -> dict[str, str]:
 
 def launch_defaults(image: str) -> dict:
     """A baked image's /etc/rayfleet/launch-defaults.json (the ray role's, at bake time)."""
-    proc = podman("run", "--rm", "--network", "none", "--entrypoint", "cat", image, "/etc/rayfleet/launch-defaults.json",
-                  check=False)
+    path = "/etc/rayfleet/launch-defaults.json"
+    proc = podman("run", "--rm", "--network", "none", "--entrypoint", "cat", image, path, check=False)
     if proc.returncode != 0:
-        raise SandboxError(f"--launch: {image} has no /etc/rayfleet/launch-defaults.json; bake it with playbooks/bake.yml")
+        raise SandboxError(f"--launch: {image} has no {path}; bake it with playbooks/bake.yml")
     return json.loads(proc.stdout)
 
 
