@@ -30,12 +30,26 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_ROOT = Path(os.environ.get("RAYFLEET_SANDBOX_DIR", ROOT / ".sandbox"))
-IMAGE = os.environ.get("RAYFLEET_SANDBOX_IMAGE", "localhost/rayfleet-debian12:latest")
 MIRROR = os.environ.get("RAYFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+UBUNTU_MIRROR = os.environ.get("RAYFLEET_UBUNTU_MIRROR", "http://archive.ubuntu.com/ubuntu")
+# Ubuntu's archive key, from Ubuntu's own keyring package, pinned by digest (Debian 12 does not ship it)
+UBUNTU_KEYRING_DEB = "pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb"
+UBUNTU_KEYRING_SHA256 = "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8"
+# The host OS of the sandbox's hosts (debootstrap: no registry is needed). Debian 12 by default; Ubuntu 24.04 LTS,
+# the usual OS of GPU hosts and cloud images, with RAYFLEET_SANDBOX_DISTRO=ubuntu2404.
+DISTROS = {
+    "debian12": {"suite": "bookworm", "mirror": MIRROR, "components": "main", "script": None, "sources": []},
+    "ubuntu2404": {"suite": "noble", "mirror": UBUNTU_MIRROR, "components": "main,universe", "script": "gutsy",
+                   "sources": [f"deb {UBUNTU_MIRROR} noble{suffix} main restricted universe multiverse"
+                               for suffix in ("", "-updates", "-security")]},
+}
+DISTRO = os.environ.get("RAYFLEET_SANDBOX_DISTRO", "debian12")
+IMAGE = os.environ.get("RAYFLEET_SANDBOX_IMAGE", f"localhost/rayfleet-{DISTRO}:latest")
 FACT_CACHE = ROOT / ".cache" / "facts"
 # Wheels the hosts install from (make wheels: a CPU build of torch), mounted read-only where present
 WHEELHOUSE = Path(os.environ.get("RAYFLEET_WHEELHOUSE", ROOT / ".cache" / "wheels"))
@@ -98,18 +112,38 @@ def image_exists(image: str = IMAGE) -> bool:
     return podman("image", "exists", image, check=False).returncode == 0
 
 
+def ubuntu_keyring(tmp: Path) -> Path:
+    """Ubuntu's archive keyring, from its package in Ubuntu's archive, checked against the pinned digest."""
+    deb = tmp / "ubuntu-keyring.deb"
+    with urllib.request.urlopen(f"{UBUNTU_MIRROR}/{UBUNTU_KEYRING_DEB}", timeout=60) as response:
+        deb.write_bytes(response.read())
+    digest = hashlib.sha256(deb.read_bytes()).hexdigest()
+    if digest != UBUNTU_KEYRING_SHA256:
+        raise SandboxError(f"{UBUNTU_KEYRING_DEB}: sha256 {digest}, expected {UBUNTU_KEYRING_SHA256}")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp / "keyring")], check=True)
+    return tmp / "keyring/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+
+
 def build_image(force: bool = False) -> str:
-    """Build the Debian 12 systemd host image with debootstrap and import it into podman."""
+    """Build the systemd host image (RAYFLEET_SANDBOX_DISTRO) with debootstrap and import it into podman."""
     if image_exists() and not force:
         return IMAGE
+    if DISTRO not in DISTROS:
+        raise SandboxError(f"RAYFLEET_SANDBOX_DISTRO={DISTRO}: expected one of {', '.join(DISTROS)}")
     if shutil.which("debootstrap") is None:
         raise SandboxError("debootstrap is not installed: run 'make deps' (apt-get install debootstrap)")
+    distro = DISTROS[DISTRO]
     with tempfile.TemporaryDirectory(prefix="rayfleet-image-") as tmp:
         rootfs = Path(tmp) / "rootfs"
+        keyring = [f"--keyring={ubuntu_keyring(Path(tmp))}"] if DISTRO.startswith("ubuntu") else []
+        script = [f"/usr/share/debootstrap/scripts/{distro['script']}"] if distro["script"] else []
         subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={IMAGE_PACKAGES}", "bookworm", str(rootfs), MIRROR],
+            ["debootstrap", "--variant=minbase", f"--include={IMAGE_PACKAGES}", f"--components={distro['components']}",
+             *keyring, distro["suite"], str(rootfs), distro["mirror"], *script],
             check=True, stdout=subprocess.DEVNULL,
         )
+        if distro["sources"]:
+            (rootfs / "etc/apt/sources.list").write_text("\n".join(distro["sources"]) + "\n")
         for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
             key.unlink()
         unit = rootfs / "etc/systemd/system/ssh-hostkeys.service"
@@ -472,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--name", default=os.environ.get("RAYFLEET_SANDBOX", "demo"))
         if cmd == "up":
             p.add_argument("--workers", type=int, default=2)
-            p.add_argument("--image", default=IMAGE, help="host image (default: the bare Debian 12 image)")
+            p.add_argument("--image", default=IMAGE,
+                           help=f"host image (default: the bare {DISTRO} image, RAYFLEET_SANDBOX_DISTRO)")
             p.add_argument("--launch", action="store_true",
                            help="baked rayfleet image: write each host's launch file and token before it boots")
             p.add_argument("--submit", action="store_true", help="also a submit host (group ray_submit)")

@@ -22,12 +22,17 @@ def doctor(*inventories: str) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-def test_every_sandbox_host_is_ready(request):
+def test_every_sandbox_host_is_ready(host, request):
     rc, out = doctor("inventories/sandbox")
     assert rc == 0, out
     assert sorted(h["name"] for h in out["hosts"]) == sorted(inventory_ips(request))
+    # the sandbox's OS (debian 12, or ubuntu 24.04 with RAYFLEET_SANDBOX_DISTRO), as the head's os-release says
+    lines = host.file("/etc/os-release").content_string.splitlines()
+    release = dict(line.split("=", 1) for line in lines if "=" in line)
+    expected = f"{release['ID']} {release['VERSION_ID'].strip(chr(34))}"
+    assert expected in ("debian 12", "ubuntu 24.04"), release
     for h in out["hosts"]:
-        assert h["ok"] and h["sudo"] and h["python"].startswith("3.") and h["os"] == "debian 12", h
+        assert h["ok"] and h["sudo"] and h["python"].startswith("3.") and h["os"] == expected, h
     print(f"\ndoctor: {len(out['hosts'])} hosts checked in {out['seconds']} s")
 
 
