@@ -37,18 +37,24 @@ def builder():
 
 
 # What a builder that was once a node of the named cluster "alice" (ray_cluster_name) still holds: its token, its
-# node settings and verdict, the checkpoint store's credentials, and its Ray unit, enabled.
+# node settings and verdict, the checkpoint store's credentials, its firewall rules and hosts, its scrape targets,
+# the cluster's SSH key in the Ray user's home (/var/lib/rayfleet), and its Ray and firewall units, enabled.
 LEFTOVERS = ["/etc/rayfleet/auth-token-alice", "/etc/rayfleet/ray-alice-worker.json",
-             "/etc/rayfleet/preflight-alice.json", "/etc/rayfleet/checkpoint.env"]
-LEFTOVER_UNIT = "ray-alice-worker.service"
+             "/etc/rayfleet/preflight-alice.json", "/etc/rayfleet/checkpoint.env",
+             "/etc/rayfleet/firewall.d/rayfleet_alice.nft", "/etc/rayfleet/monitoring-alice.json",
+             "/etc/nftables.rayfleet-alice.nft", "/var/lib/rayfleet/.ssh/id_ed25519"]
+LEFTOVER_UNITS = ["ray-alice-worker.service", "rayfleet-firewall-alice.service"]
 
 
 @pytest.fixture(scope="module")
 def baked(builder):
     unit = "[Service]\\nExecStart=/bin/sleep infinity\\n[Install]\\nWantedBy=multi-user.target\\n"
-    exec_on(builder, "head", f"mkdir -p /etc/rayfleet && for f in {' '.join(LEFTOVERS)}; do echo secret > $f; done"
-                             f" && printf '{unit}' > /etc/systemd/system/{LEFTOVER_UNIT} && systemctl daemon-reload"
-                             f" && systemctl enable --now {LEFTOVER_UNIT}")
+    exec_on(builder, "head", "useradd --system --user-group --home-dir /var/lib/rayfleet --create-home rayfleet"
+                             " && mkdir -p /etc/rayfleet/firewall.d /var/lib/rayfleet/.ssh"
+                             f" && for f in {' '.join(LEFTOVERS)}; do echo secret > $f; done"
+                             f" && for u in {' '.join(LEFTOVER_UNITS)}; do printf '{unit}' > /etc/systemd/system/$u;"
+                             " done && systemctl daemon-reload"
+                             f" && systemctl enable --now {' '.join(LEFTOVER_UNITS)}")
     proc = bake(builder, IMAGE_NAME, TAG)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     yield proc
@@ -94,7 +100,8 @@ def test_published_image_passes_the_hygiene_checks(baked):
     assert proc.returncode == 0 and report["ok"], [c for c in report["checks"] if not c["ok"]]
     # The named cluster's leftovers the builder held before the bake (the fixture) are not in the image
     left = subprocess.run(["podman", "run", "--rm", "--network", "none", "--entrypoint", "sh", IMAGE, "-c",
-                           f"ls -d {' '.join(LEFTOVERS)} /etc/systemd/system/*.wants/{LEFTOVER_UNIT} 2>/dev/null"],
+                           f"ls -d {' '.join(LEFTOVERS)} "
+                           + " ".join(f"/etc/systemd/system/*.wants/{u}" for u in LEFTOVER_UNITS) + " 2>/dev/null"],
                           capture_output=True, text=True, check=False)
     assert left.stdout.split() == [], left.stdout
 

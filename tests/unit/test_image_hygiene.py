@@ -17,10 +17,13 @@ HELD = ("Package: nvidia-driver\nStatus: hold ok installed\nVersion: 535\n\n"
 
 
 def clean_tree(root: Path) -> Path:
-    for d in ["etc/ssh", "var/log/apt", "tmp/.X11-unix", "var/tmp", "home/debian/.ssh", "root", "var/lib/dpkg",
-              "etc/systemd/system/timers.target.wants", "var/cache/apt/archives"]:
+    for d in ["etc/ssh", "var/lib/rayfleet", "var/log/apt", "tmp/.X11-unix", "var/tmp", "home/debian/.ssh", "root",
+              "var/lib/dpkg", "etc/systemd/system/timers.target.wants", "var/cache/apt/archives"]:
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / "etc/machine-id").write_text("")
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n"
+                                     "rayfleet:x:999:999::/var/lib/rayfleet:/bin/bash\n"
+                                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
     (root / "etc/ssh/sshd_config").write_text("")
     (root / "var/log/apt/history.log").write_text("")
     (root / "var/lib/dpkg/status").write_text(HELD)
@@ -51,6 +54,13 @@ def test_clean_tree_passes(tmp_path, capsys):
     ("etc/rayfleet/ray-worker.container.json", "no_secrets", "/etc/rayfleet/ray-worker.container.json"),
     ("etc/rayfleet/preflight-alice.json", "no_secrets", "/etc/rayfleet/preflight-alice.json"),
     ("etc/rayfleet/checkpoint.env", "no_secrets", "/etc/rayfleet/checkpoint.env"),
+    ("etc/rayfleet/firewall.d/rayfleet_alice.nft", "no_secrets", "/etc/rayfleet/firewall.d/rayfleet_alice.nft"),
+    ("etc/rayfleet/monitoring-alice.json", "no_secrets", "/etc/rayfleet/monitoring-alice.json"),
+    ("etc/nftables.rayfleet.nft", "no_secrets", "/etc/nftables.rayfleet.nft"),
+    ("etc/grafana/rayfleet-admin.env", "no_secrets", "/etc/grafana/rayfleet-admin.env"),
+    # the Ray user's home (/etc/passwd: /var/lib/rayfleet) holds the cluster's SSH key
+    ("var/lib/rayfleet/.ssh/id_ed25519", "no_secrets", "/var/lib/rayfleet/.ssh/id_ed25519"),
+    ("var/lib/rayfleet/.bash_history", "no_shell_history", "/var/lib/rayfleet/.bash_history"),
     ("home/debian/.ssh/id_ed25519", "no_secrets", "/home/debian/.ssh/id_ed25519"),
     ("home/debian/.ssh/authorized_keys", "no_secrets", "/home/debian/.ssh/authorized_keys"),
     ("root/.bash_history", "no_shell_history", "/root/.bash_history"),
@@ -58,10 +68,14 @@ def test_clean_tree_passes(tmp_path, capsys):
     ("tmp/ray", "temp_dirs_empty", "/tmp/ray"),
     ("var/cache/apt/archives/x.deb", "package_caches_empty", "/var/cache/apt/archives/x.deb"),
     ("etc/systemd/system/timers.target.wants/apt-daily.timer", "no_self_upgrades", "apt-daily.timer is enabled"),
-    ("etc/systemd/system/multi-user.target.wants/ray-worker.service", "ray_units_left_to_launch",
+    ("etc/systemd/system/multi-user.target.wants/ray-worker.service", "no_cluster_units_enabled",
      "/etc/systemd/system/multi-user.target.wants/ray-worker.service is enabled"),
-    ("etc/systemd/system/multi-user.target.wants/ray-alice-head.service", "ray_units_left_to_launch",
+    ("etc/systemd/system/multi-user.target.wants/ray-alice-head.service", "no_cluster_units_enabled",
      "ray-alice-head.service is enabled"),
+    ("etc/systemd/system/multi-user.target.wants/rayfleet-firewall-alice.service", "no_cluster_units_enabled",
+     "rayfleet-firewall-alice.service is enabled"),
+    ("etc/systemd/system/multi-user.target.wants/rayfleet-preemption.service", "no_cluster_units_enabled",
+     "rayfleet-preemption.service is enabled"),
 ])
 def test_each_leftover_is_named(tmp_path, dirt, name, expect):
     root = clean_tree(tmp_path)

@@ -24,11 +24,20 @@ SECRET_GLOBS = [
     "etc/rayfleet/ray-*.json",  # one node's settings (its IP) and its container record
     "etc/rayfleet/preflight*.json",  # one cluster's verdict
     "etc/rayfleet/checkpoint.env",  # the checkpoint store's S3 credentials
+    "etc/rayfleet/firewall.d/*",  # a cluster's hosts, admitted by the shared firewall table
+    "etc/rayfleet/monitoring*.json",  # a cluster's scrape targets
+    "etc/nftables.rayfleet*.nft",  # a cluster's firewall rules (its hosts' addresses)
+    "etc/grafana/rayfleet-admin.env",  # Grafana's admin password
+    "var/lib/grafana/grafana.db",  # Grafana's users and sessions
     "root/.aws/credentials",
     "root/.docker/config.json",
 ]
-# A Ray node unit of any cluster: ray[-<name>]-head.service, ray[-<name>]-worker.service
-RAY_NODE_UNIT = re.compile(r"^ray(-[a-z0-9][a-z0-9-]*)?-(head|worker)\.service$")
+# The units of one cluster's node, of any cluster: Ray (ray[-<name>]-head/worker.service), its firewall
+# (rayfleet-firewall[-<name>|-ephemeral].service) and its spot-notice watcher (rayfleet-preemption[-<name>].service)
+NODE_UNIT = re.compile(r"^(ray(-[a-z0-9][a-z0-9-]*)?-(head|worker)"
+                       r"|rayfleet-(firewall|preemption)(-[a-z0-9][a-z0-9-]*)?)\.service$")
+# System users' homes that hold keys too (the Ray user's /var/lib/rayfleet: the cluster's SSH key)
+SYSTEM_HOMES = re.compile(r"^/(var/lib|opt|srv)/[^/]+")
 SSH_PRIVATE = ["id_rsa", "id_ecdsa", "id_ed25519", "id_dsa", "id_ecdsa_sk", "id_ed25519_sk"]
 HISTORIES = [".bash_history", ".python_history", ".lesshst", ".viminfo", ".wget-hsts", ".sudo_as_admin_successful"]
 CLOUD_INIT_STATE = ["var/lib/cloud/instance", "var/lib/cloud/instances", "var/lib/cloud/data/instance-id"]
@@ -38,10 +47,17 @@ DRIFT_TIMERS = ["apt-daily.timer", "apt-daily-upgrade.timer", "dnf-makecache.tim
 
 
 def homes(root: Path) -> list[Path]:
+    """/root, every /home/*, and the homes /etc/passwd gives system users under /var/lib, /opt or /srv."""
     found = [root / "root"]
     if (root / "home").is_dir():
         found += sorted(p for p in (root / "home").iterdir() if p.is_dir())
-    return found
+    passwd = root / "etc/passwd"
+    if passwd.exists():
+        for line in passwd.read_text(errors="replace").splitlines():
+            fields = line.split(":")
+            if len(fields) > 5 and SYSTEM_HOMES.match(fields[5]) and (root / fields[5].lstrip("/")).is_dir():
+                found.append(root / fields[5].lstrip("/"))
+    return list(dict.fromkeys(found))
 
 
 def rel(root: Path, path: Path) -> str:
@@ -128,15 +144,16 @@ def check_drift(root: Path, _args) -> list[str]:
     return bad
 
 
-def check_ray_units(root: Path, _args) -> list[str]:
-    """No Ray node unit may start at boot by itself: rayfleet-launch.service enables the one the launch file names.
-    A unit enabled in the image would start a node of the builder's cluster, with settings that are not there."""
+def check_node_units(root: Path, _args) -> list[str]:
+    """No unit of a cluster's node may start at boot by itself: rayfleet-launch.service enables the Ray unit the
+    launch file names, site.yml the rest. One enabled in the image would start a node of the builder's cluster, or
+    load its firewall rules, with settings that are not there (or name another cluster's hosts)."""
     system = root / "etc/systemd/system"
     if not system.is_dir():
         return []
-    return [f"{rel(root, link)} is enabled (disable it: the launch unit picks the node's role at boot)"
+    return [f"{rel(root, link)} is enabled (disable it: launch and site.yml enable what a node needs)"
             for wants in sorted(system.glob("*.wants")) for link in sorted(wants.iterdir())
-            if RAY_NODE_UNIT.match(link.name)]
+            if NODE_UNIT.match(link.name)]
 
 
 def dpkg_status(root: Path) -> dict[str, str]:
@@ -170,7 +187,7 @@ CHECKS = {
     "temp_dirs_empty": check_temp,
     "package_caches_empty": check_package_caches,
     "no_self_upgrades": check_drift,
-    "ray_units_left_to_launch": check_ray_units,
+    "no_cluster_units_enabled": check_node_units,
     "gpu_packages_held": check_holds,
 }
 
