@@ -3,7 +3,8 @@
 """Local sandbox hosts for rayfleet: podman containers that boot systemd and are reached over SSH.
 
 Each sandbox is a podman network plus one head and N worker containers built from a local
-Debian 12 image (made with debootstrap: no registry is needed). Hosts get their own SSH host
+Debian 12 image, or Ubuntu 24.04 with RAYFLEET_SANDBOX_DISTRO=ubuntu2404 (made with debootstrap: no
+registry is needed). Hosts get their own SSH host
 keys at first boot; the controller trusts exactly those keys (a known_hosts file per sandbox),
 and logs in as ``debian`` with a key made for the sandbox, like a cloud image.
 
