@@ -3,8 +3,14 @@
 
 A node's effective settings live in one JSON file (``/etc/rayfleet/ray-<role>.json``) written by
 the ``rayfleet.cluster.ray_node`` module. The systemd unit runs ``python -m rayfleet.raynode exec
---config FILE``, which turns the file into ``ray start --block ...`` and ``exec``s it, so the file
-is the single source of truth: the module restarts Ray exactly when the file's content changes.
+--config FILE``, which turns the file into ``ray start --block ...`` and runs it, so the file is the
+single source of truth: the module restarts Ray exactly when the file's content changes.
+
+``exec`` runs Ray as its child and stays as the unit's main process (a child subreaper): when
+``ray start --block`` exits by itself (its raylet died, or the head's GCS restarted and the raylet
+was refused), the Ray processes it leaves behind are killed at once, so systemd restarts the node
+without waiting its stop timeout for them. ``exec --no-supervise`` execs Ray instead (a container
+node: the container's end ends them all).
 
 Examples:
   python -m rayfleet.raynode args --config /etc/rayfleet/ray-head.json   # print the ray start line
@@ -14,14 +20,18 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import ipaddress
 import json
 import os
 import shlex
 import shutil
+import signal
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,12 +396,132 @@ def settings_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) ->
     return changes
 
 
+PR_SET_CHILD_SUBREAPER = 36
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _become_subreaper() -> bool:
+    """Orphans of Ray's process tree (a dashboard agent whose raylet died) become this process's children."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(pid: int, proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """(pid, name) of the processes whose parent is pid, from /proc/<pid>/stat ("pid (name) state ppid ...")."""
+    found = []
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = text[text.find("(") + 1:text.rfind(")")]
+        fields = text[text.rfind(")") + 1:].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append((int(stat.parent.name), name))
+    return sorted(found)
+
+
+def _reap() -> None:
+    """Collect every exited child (orphans handed to this subreaper), without blocking."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_leftovers(why: str, timeout: float = 10.0, log=print) -> list[tuple[int, str]]:
+    """SIGKILL this process's children until none is left (theirs come to it as they die); return whom it killed."""
+    killed: list[tuple[int, str]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap()
+        left = _children(os.getpid())
+        if not left:
+            break
+        for pid, name in left:
+            if (pid, name) not in killed:
+                killed.append((pid, name))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    if killed:
+        log(f"rayfleet.raynode: {why}; killed what was left: "
+            + ", ".join(f"{name} ({pid})" for pid, name in killed), flush=True)
+    return killed
+
+
+def _wait_children(until, timeout: float | None) -> None:
+    """Reap children until until(children) is true or timeout seconds pass (None: no limit)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while deadline is None or time.monotonic() < deadline:
+        _reap()
+        if until(_children(os.getpid())):
+            return
+        time.sleep(0.2)
+
+
+def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float = 3.0) -> int:
+    """Run Ray as a child of this subreaper and return its exit status as a shell would (128 + signal).
+
+    Ray's processes outlive `ray start --block` (they become this process's children), and its dashboard agent
+    has been seen to ignore SIGTERM once its raylet is gone, holding the unit in its stop timeout (30 s) for
+    nothing. So:
+    - when Ray exits by itself (its raylet died, or a restarted head refused it), whatever it left is killed at
+      once: systemd restarts the node without waiting;
+    - on a stop signal (systemd's stop signals the whole unit: the raylet drains), the signal goes on to Ray, the
+      draining raylet is waited for as long as systemd allows, and what outlives it by stop_grace_s is killed."""
+    _become_subreaper()
+    stopping: list[int] = []
+    child: subprocess.Popen | None = None
+
+    def forward(signum, _frame):
+        stopping.append(signum)
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, forward)
+    child = subprocess.Popen(argv, env=dict(env))
+    if stopping:  # a stop that came while Ray was being started
+        child.send_signal(stopping[0])
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # pragma: no cover - the child is always waited for first
+            return 1
+        if pid == child.pid:
+            break
+    child.returncode = code = os.waitstatus_to_exitcode(status)
+    if stopping:
+        _wait_children(lambda kids: all(name != "raylet" for _pid, name in kids), None)
+        _wait_children(lambda kids: not kids, stop_grace_s)
+        kill_leftovers(f"stopped; they outlived the raylet by {stop_grace_s:g} s")
+    else:
+        kill_leftovers("Ray exited by itself")
+    if code < 0 and stopping:
+        # Died of the stop signal: end the same way, so systemd sees the stop it asked for.
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return 128 - code if code < 0 else code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rayfleet.raynode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["args", "exec", "show"],
                         help="args: print the ray start line; exec: run it (systemd ExecStart); show: settings JSON")
     parser.add_argument("--config", required=True, help="settings file written by the ray_node module")
+    parser.add_argument("--no-supervise", dest="supervise", action="store_false",
+                        help="exec: replace this process with ray instead of running it as a child")
     parser.add_argument("--ray-bin", help="run this ray instead of the settings' ray_bin: a path, or a name looked "
                         "up on PATH (a container node runs the image's ray: --ray-bin ray)")
     args = parser.parse_args(argv)
@@ -420,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rayfleet.raynode: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
+    if args.supervise:
+        return run_supervised(argv_ray, env)
     os.execve(argv_ray[0], argv_ray, env)
     return 0  # pragma: no cover
 

@@ -1,9 +1,26 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from rayfleet.errors import SettingsError
-from rayfleet.raynode import RayNodeSettings, RayPorts, load_settings, main, settings_diff, split_address
+from rayfleet.raynode import (
+    RayNodeSettings,
+    RayPorts,
+    _children,
+    load_settings,
+    main,
+    settings_diff,
+    split_address,
+)
+
+LIB = Path(__file__).resolve().parents[2] / "library_py"
 
 HEAD = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": "/opt/ray/bin/ray"}
 WORKER = {"role": "worker", "node_ip": "10.0.0.11", "ray_bin": "/opt/ray/bin/ray", "head_address": "10.0.0.10"}
@@ -158,3 +175,102 @@ def test_a_container_runs_the_images_ray_found_on_path(tmp_path, capsys, monkeyp
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert main(["args", "--config", str(path), "--ray-bin", "ray"]) == 2
     assert "--ray-bin ray: not found on PATH" in capsys.readouterr().err
+
+
+# The unit's main process: Ray as a child of a subreaper (python -m rayfleet.raynode exec), tried on a fake Ray with
+# a "raylet" that drains for 1 s on SIGTERM and an "agent" of the raylet that ignores SIGTERM (as Ray's dashboard
+# agent was seen to once its raylet was gone).
+FAKE_RAY = r"""
+import ctypes, os, signal, sys, time
+def name(n):
+    ctypes.CDLL(None).prctl(15, n.encode(), 0, 0, 0)  # PR_SET_NAME: what /proc/<pid>/stat shows
+raylet = os.fork()
+if raylet == 0:
+    name("raylet")
+    agent = os.fork()
+    if agent == 0:
+        name("agent")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        time.sleep(60)
+        os._exit(0)
+    def drain(*_):
+        time.sleep(1)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, drain)
+    time.sleep(60)
+    os._exit(0)
+if sys.argv[2] == "die":
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
+    os.kill(raylet, signal.SIGKILL)  # as `ray start --block` does when its raylet exited, then exits 1
+    os.waitpid(raylet, 0)
+    os._exit(1)
+time.sleep(60)
+"""
+
+
+def _supervised(tmp_path, mode: str) -> tuple[subprocess.Popen, int]:
+    script = tmp_path / "fake_ray.py"
+    script.write_text(FAKE_RAY)
+    pidfile = tmp_path / "agent.pid"
+    code = ("import sys; from rayfleet.raynode import run_supervised; sys.exit(run_supervised("
+            f"[sys.executable, {str(script)!r}, {str(pidfile)!r}, {mode!r}], {{}}, stop_grace_s=0.5))")
+    with (tmp_path / "out.log").open("w") as out:  # a file: a process left running would hold a pipe open
+        proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(LIB)},
+                                stdout=out, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc, int(pidfile.read_text())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux only")
+
+
+@linux_only
+def test_ray_exiting_by_itself_takes_what_it_left_behind(tmp_path):
+    proc, agent = _supervised(tmp_path, "die")
+    try:
+        proc.wait(timeout=15)
+        out = (tmp_path / "out.log").read_text()
+        assert proc.returncode == 1  # Ray's own status (the unit's SuccessExitStatus=1), not the supervisor's
+        assert not _alive(agent), "the agent the raylet left behind is still running"
+        assert f"Ray exited by itself; killed what was left: agent ({agent})" in out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@linux_only
+def test_a_stop_waits_for_the_draining_raylet_then_ends_what_outlives_it(tmp_path):
+    proc, agent = _supervised(tmp_path, "run")
+    try:
+        start = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)  # systemd's stop: every process of the unit (KillMode=control-group)
+        proc.wait(timeout=15)
+        took = time.monotonic() - start
+        out = (tmp_path / "out.log").read_text()
+        # ended by the stop signal, as `ray start` itself is: systemd sees the stop it asked for
+        assert proc.returncode == -signal.SIGTERM
+        assert took >= 1.4, f"returned after {took:.2f} s: did not wait for the raylet's 1 s drain + 0.5 s grace"
+        assert not _alive(agent) and f"outlived the raylet by 0.5 s; killed what was left: agent ({agent})" in out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_children_are_read_from_proc_stat(tmp_path):
+    for pid, text in {"10": "10 (ray::Dashboard Agent) S 7 10 10", "11": "11 (odd) name)) R 7 1 1",
+                      "12": "12 (raylet) S 3 12 12", "self": "x"}.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "stat").write_text(text)
+    assert _children(7, tmp_path) == [(10, "ray::Dashboard Agent"), (11, "odd) name)")]
