@@ -9,8 +9,8 @@ single source of truth: the module restarts Ray exactly when the file's content 
 ``exec`` runs Ray as its child and stays as the unit's main process (a child subreaper): when
 ``ray start --block`` exits by itself (its raylet died, or the head's GCS restarted and the raylet
 was refused), the Ray processes it leaves behind are killed at once, so systemd restarts the node
-without waiting its stop timeout for them. ``exec --no-supervise`` execs Ray instead (a container
-node: the container's end ends them all).
+without waiting its stop timeout for them. As PID 1 of a container node, it passes a stop on to
+every process there, so the raylet drains. ``exec --no-supervise`` execs Ray instead.
 
 Examples:
   python -m rayfleet.raynode args --config /etc/rayfleet/ray-head.json   # print the ray start line
@@ -476,23 +476,29 @@ def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float 
     nothing. So:
     - when Ray exits by itself (its raylet died, or a restarted head refused it), whatever it left is killed at
       once: systemd restarts the node without waiting;
-    - on a stop signal (systemd's stop signals the whole unit: the raylet drains), the signal goes on to Ray, the
-      draining raylet is waited for as long as systemd allows, and what outlives it by stop_grace_s is killed."""
+    - on a stop signal, the signal goes on to Ray, the draining raylet is waited for as long as the stop allows, and
+      what outlives it by stop_grace_s is killed. systemd's stop signals every process of the unit itself; as
+      PID 1 of a container (`podman stop` signals PID 1 only), the signal goes to every process of the container,
+      so the raylet drains there too, and a stopped container exits 1, as Ray's own SIGTERM shutdown does."""
     _become_subreaper()
     stopping: list[int] = []
     child: subprocess.Popen | None = None
 
+    init = os.getpid() == 1
+
     def forward(signum, _frame):
         stopping.append(signum)
-        if child is not None:
-            with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):
+            if init:
+                os.kill(-1, signum)  # every process of the container but this one
+            elif child is not None:
                 child.send_signal(signum)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, forward)
     child = subprocess.Popen(argv, env=dict(env))
     if stopping:  # a stop that came while Ray was being started
-        child.send_signal(stopping[0])
+        forward(stopping[0], None)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -508,6 +514,8 @@ def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float 
     else:
         kill_leftovers("Ray exited by itself")
     if code < 0 and stopping:
+        if init:  # PID 1 cannot die of its own signal
+            return 1
         # Died of the stop signal: end the same way, so systemd sees the stop it asked for.
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

@@ -2,6 +2,7 @@
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,6 +197,7 @@ if raylet == 0:
         os._exit(0)
     def drain(*_):
         time.sleep(1)
+        open(sys.argv[1] + ".drained", "w").close()
         os._exit(0)
     signal.signal(signal.SIGTERM, drain)
     time.sleep(60)
@@ -210,14 +212,14 @@ time.sleep(60)
 """
 
 
-def _supervised(tmp_path, mode: str) -> tuple[subprocess.Popen, int]:
+def _supervised(tmp_path, mode: str, wrap: tuple[str, ...] = ()) -> tuple[subprocess.Popen, int]:
     script = tmp_path / "fake_ray.py"
     script.write_text(FAKE_RAY)
     pidfile = tmp_path / "agent.pid"
     code = ("import sys; from rayfleet.raynode import run_supervised; sys.exit(run_supervised("
             f"[sys.executable, {str(script)!r}, {str(pidfile)!r}, {mode!r}], {{}}, stop_grace_s=0.5))")
     with (tmp_path / "out.log").open("w") as out:  # a file: a process left running would hold a pipe open
-        proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(LIB)},
+        proc = subprocess.Popen([*wrap, sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(LIB)},
                                 stdout=out, start_new_session=True)
     deadline = time.monotonic() + 10
     while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
@@ -263,6 +265,26 @@ def test_a_stop_waits_for_the_draining_raylet_then_ends_what_outlives_it(tmp_pat
         assert proc.returncode == -signal.SIGTERM
         assert took >= 1.4, f"returned after {took:.2f} s: did not wait for the raylet's 1 s drain + 0.5 s grace"
         assert not _alive(agent) and f"outlived the raylet by 0.5 s; killed what was left: agent ({agent})" in out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@linux_only
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a PID namespace needs root and unshare")
+def test_as_pid_1_of_a_container_a_stop_reaches_every_process(tmp_path):
+    """`podman stop` signals the container's PID 1 only: the raylet must get the stop too, and drain."""
+    proc, _agent = _supervised(tmp_path, "run", ("unshare", "--pid", "--fork", "--mount-proc"))
+    try:
+        (supervisor, _name), = _children(proc.pid)  # PID 1 in the new namespace
+        start = time.monotonic()
+        os.kill(supervisor, signal.SIGTERM)
+        proc.wait(timeout=15)
+        took = time.monotonic() - start
+        out = (tmp_path / "out.log").read_text()
+        assert (tmp_path / "agent.pid.drained").exists(), "the raylet never got the stop signal"
+        assert proc.returncode == 1, out  # a stopped container exits 1, as Ray's own SIGTERM shutdown does
+        assert took >= 1.4 and "outlived the raylet by 0.5 s; killed what was left: agent" in out
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
