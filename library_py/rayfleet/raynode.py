@@ -9,8 +9,9 @@ single source of truth: the module restarts Ray exactly when the file's content 
 ``exec`` runs Ray as its child and stays as the unit's main process (a child subreaper): when
 ``ray start --block`` exits by itself (its raylet died, or the head's GCS restarted and the raylet
 was refused), the Ray processes it leaves behind are killed at once, so systemd restarts the node
-without waiting its stop timeout for them. As PID 1 of a container node, it passes a stop on to
-every process there, so the raylet drains. ``exec --no-supervise`` execs Ray instead.
+without waiting its stop timeout for them. A stop signal goes on to ``ray start`` alone (the host
+unit's KillMode=mixed; a container's PID 1), which drains the node before it ends the rest.
+``exec --no-supervise`` execs Ray instead.
 
 Examples:
   python -m rayfleet.raynode args --config /etc/rayfleet/ray-head.json   # print the ray start line
@@ -471,15 +472,16 @@ def _wait_children(until, timeout: float | None) -> None:
 def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float = 3.0) -> int:
     """Run Ray as a child of this subreaper and return its exit status as a shell would (128 + signal).
 
-    Ray's processes outlive `ray start --block` (they become this process's children), and its dashboard agent
-    has been seen to ignore SIGTERM once its raylet is gone, holding the unit in its stop timeout (30 s) for
-    nothing. So:
+    A stop signal goes to `ray start --block` alone, as Ray 2.60 expects of its PID 1: it asks the GCS to drain the
+    node, waits (up to RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S) until the raylet, idle, ends itself, then ends the
+    rest. The unit's KillMode=mixed sends systemd's SIGTERM to this process only; `podman stop` signals the
+    container's PID 1 only. (A SIGTERM to every process at once ends the raylet before any task can finish.)
+
+    Ray's processes outlive `ray start` (they become this process's children), and its dashboard agent has been
+    seen to ignore SIGTERM once its raylet is gone, holding the unit in its stop timeout (30 s) for nothing. So:
     - when Ray exits by itself (its raylet died, or a restarted head refused it), whatever it left is killed at
       once: systemd restarts the node without waiting;
-    - on a stop signal, the signal goes on to Ray, the draining raylet is waited for as long as the stop allows, and
-      what outlives it by stop_grace_s is killed. systemd's stop signals every process of the unit itself; as
-      PID 1 of a container (`podman stop` signals PID 1 only), the signal goes to every process of the container,
-      so the raylet drains there too, and a stopped container exits 1, as Ray's own SIGTERM shutdown does."""
+    - after a stop, what is still running stop_grace_s after the raylet ended is killed."""
     _become_subreaper()
     stopping: list[int] = []
     child: subprocess.Popen | None = None
@@ -488,10 +490,8 @@ def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float 
 
     def forward(signum, _frame):
         stopping.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            if init:
-                os.kill(-1, signum)  # every process of the container but this one
-            elif child is not None:
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)
 
     for sig in STOP_SIGNALS:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -151,3 +152,54 @@ def run_site(*args: str) -> subprocess.CompletedProcess:
     """`ansible-playbook site.yml -i inventories/sandbox ARGS` for the sandbox under test."""
     return subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *args], cwd=ROOT,
                           env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+
+
+# A task pinned to one worker, never retried elsewhere: it says when it started (a file on the worker), runs 6 s,
+# and its driver on the head prints what became of it.
+DRAINED_TASK = """
+import time, ray
+ray.init(address="{gcs}")
+@ray.remote(max_retries=0, resources={{"node:{ip}": 0.01}})
+def work():
+    open("{marker}", "w").close()
+    time.sleep(6)
+    return "finished"
+try:
+    print("RESULT", ray.get(work.remote()), flush=True)
+except Exception as exc:
+    print("RESULT", type(exc).__name__, str(exc)[:300], flush=True)
+"""
+
+
+def stop_lets_running_task_finish(request, worker: str) -> None:
+    """`systemctl stop` of worker's Ray unit while a task runs there: Ray drains the node, so the task finishes
+    before the node stops (instead of dying with it); the unit is started again and rejoins."""
+    head = head_host(request)
+    ips = inventory_ips(request)
+    # in Ray's temp dir: the host's, also where a container node runs the task
+    marker = "/tmp/ray/rayfleet-drain-task"  # ray_temp_dir of the sandbox's unnamed cluster
+    podman("exec", container(worker), "rm", "-f", marker)
+    script = DRAINED_TASK.format(ip=ips[worker], gcs=f"{node_ip(head)}:{RAY_DEFAULTS['ray_gcs_port']}", marker=marker)
+    driver = subprocess.Popen(["podman", "exec", container(f"{SANDBOX}-head"), "sh", "-c",
+                               f"echo {base64.b64encode(script.encode()).decode()} | base64 -d > /tmp/rf-drain.py && "
+                               f"chmod 0644 /tmp/rf-drain.py && {PYTHON_AS_RAY} /tmp/rf-drain.py"],
+                              env=dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    old = {n["node_id"] for n in ray_nodes(head, node_ip(head)) if n["node_ip"] == ips[worker]}
+    try:
+        deadline = time.monotonic() + 60
+        while podman("exec", container(worker), "sh", "-c", f"test -e {marker} && echo started || :"
+                     ).strip() != "started":
+            assert time.monotonic() < deadline and driver.poll() is None, (
+                f"the task never started on {worker}: {driver.poll() is not None and driver.stdout.read()[-2000:]}")
+            time.sleep(0.5)
+        start = time.monotonic()
+        podman("exec", container(worker), "systemctl", "stop", "ray-worker.service")
+        stopped_after = time.monotonic() - start
+        out = driver.communicate(timeout=60)[0]
+    finally:
+        driver.kill()
+        podman("exec", container(worker), "systemctl", "start", "ray-worker.service")
+    assert "RESULT finished" in out, f"the task did not finish on the stopping worker:\n{out[-2000:]}"
+    print(f"\n{worker}: stopped {stopped_after:.1f} s after its task started (the task runs 6 s)")
+    wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=90, exclude_ids=old)

@@ -15,7 +15,16 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV, ansible_env, head_host, node_ip, ray_nodes
+from conftest import (
+    ROOT,
+    SANDBOX,
+    VENV,
+    ansible_env,
+    head_host,
+    node_ip,
+    ray_nodes,
+    stop_lets_running_task_finish,
+)
 from testinfra import get_host
 
 # Not in make test, to keep it short (make test-full runs it):
@@ -157,6 +166,12 @@ def test_a_rerun_changes_nothing(boxed):
 
 def test_a_killed_container_is_started_again_by_systemd(boxed):
     killed_container_comes_back(boxed, "podman")
+
+
+def test_a_stopped_container_node_lets_its_running_task_finish(request, boxed):
+    """`podman stop` signals the container's PID 1 (rayfleet.raynode exec) only: Ray drains the node first."""
+    del boxed
+    stop_lets_running_task_finish(request, f"{SANDBOX}-worker2")
 
 
 def test_a_new_tag_upgrades_the_node(boxed):

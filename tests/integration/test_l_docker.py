@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SANDBOX, head_host, node_ip
+from conftest import SANDBOX, head_host, node_ip, stop_lets_running_task_finish
 from test_k_containers import (
     IMAGE,
     RECORD,
@@ -77,6 +77,12 @@ def test_a_rerun_changes_nothing(docked):
 
 def test_a_killed_container_is_started_again_by_systemd(docked):
     killed_container_comes_back(docked, "docker")
+
+
+def test_a_stopped_container_node_lets_its_running_task_finish(request, docked):
+    """`docker stop` signals the container's PID 1 (rayfleet.raynode exec) only: Ray drains the node first."""
+    del docked
+    stop_lets_running_task_finish(request, f"{SANDBOX}-worker2")
 
 
 def test_a_tag_docker_cannot_find_fails_before_anything_changes(docked):

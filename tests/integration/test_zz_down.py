@@ -7,7 +7,17 @@ from __future__ import annotations
 import re
 import subprocess
 
-from conftest import ROOT, ansible_env, head_host, inventory_ips, node_ip, run_site, wait_for_cluster
+from conftest import (
+    ROOT,
+    SANDBOX,
+    ansible_env,
+    head_host,
+    inventory_ips,
+    node_ip,
+    run_site,
+    stop_lets_running_task_finish,
+    wait_for_cluster,
+)
 
 testinfra_hosts = ["ansible://ray_head"]
 
@@ -15,6 +25,12 @@ testinfra_hosts = ["ansible://ray_head"]
 def down() -> subprocess.CompletedProcess:
     return subprocess.run(["ansible-playbook", "playbooks/down.yml", "-i", "inventories/sandbox"], cwd=ROOT,
                           env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+
+
+def test_a_stopped_worker_lets_its_running_task_finish(request):
+    """Stopping a worker's unit (maintenance, down.yml, an upgrade) drains the node: the task running there
+    finishes before Ray stops, instead of dying with its node (systemd's SIGTERM goes to Ray's main process alone)."""
+    stop_lets_running_task_finish(request, f"{SANDBOX}-worker1")
 
 
 def test_down_stops_workers_then_head_and_site_brings_it_back(request):

@@ -178,9 +178,9 @@ def test_a_container_runs_the_images_ray_found_on_path(tmp_path, capsys, monkeyp
     assert "--ray-bin ray: not found on PATH" in capsys.readouterr().err
 
 
-# The unit's main process: Ray as a child of a subreaper (python -m rayfleet.raynode exec), tried on a fake Ray with
-# a "raylet" that drains for 1 s on SIGTERM and an "agent" of the raylet that ignores SIGTERM (as Ray's dashboard
-# agent was seen to once its raylet was gone).
+# The unit's main process: Ray as a child of a subreaper (python -m rayfleet.raynode exec), tried on a fake Ray 2.60:
+# "ray start" drains on SIGTERM (it stops its raylet, which takes 1 s, then exits 1), and the raylet has an "agent"
+# that ignores SIGTERM, as Ray's dashboard agent was seen to once its raylet was gone.
 FAKE_RAY = r"""
 import ctypes, os, signal, sys, time
 def name(n):
@@ -196,19 +196,29 @@ if raylet == 0:
         time.sleep(60)
         os._exit(0)
     def drain(*_):
-        time.sleep(1)
+        time.sleep(1)  # the running task finishes
         open(sys.argv[1] + ".drained", "w").close()
         os._exit(0)
     signal.signal(signal.SIGTERM, drain)
     time.sleep(60)
     os._exit(0)
+def stop(*_):
+    if os.path.exists(sys.argv[1] + ".stop-signals"):  # a second stop signal: the drain is not started twice
+        open(sys.argv[1] + ".stop-signals", "a").write("again\n")
+        return
+    open(sys.argv[1] + ".stop-signals", "w").write("once\n")
+    os.kill(raylet, signal.SIGTERM)
+    os.waitpid(raylet, 0)
+    os._exit(1)  # Ray's status after its SIGTERM shutdown
+signal.signal(signal.SIGTERM, stop)
 if sys.argv[2] == "die":
     while not os.path.exists(sys.argv[1]):
         time.sleep(0.05)
     os.kill(raylet, signal.SIGKILL)  # as `ray start --block` does when its raylet exited, then exits 1
     os.waitpid(raylet, 0)
     os._exit(1)
-time.sleep(60)
+while True:
+    time.sleep(60)
 """
 
 
@@ -252,19 +262,25 @@ def test_ray_exiting_by_itself_takes_what_it_left_behind(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _stop_drains(tmp_path, proc: subprocess.Popen, main_pid: int) -> None:
+    start = time.monotonic()
+    os.kill(main_pid, signal.SIGTERM)  # the main process only: KillMode=mixed, or `podman stop` to PID 1
+    proc.wait(timeout=15)
+    took = time.monotonic() - start
+    out = (tmp_path / "out.log").read_text()
+    assert (tmp_path / "agent.pid.drained").exists(), "the raylet did not drain"
+    assert (tmp_path / "agent.pid.stop-signals").read_text() == "once\n", "Ray got the stop signal twice"
+    assert proc.returncode == 1, out  # Ray's status after its SIGTERM shutdown: a stop (SuccessExitStatus=1)
+    assert took >= 1.4, f"returned after {took:.2f} s: before the raylet's 1 s drain + 0.5 s grace"
+    assert "outlived the raylet by 0.5 s; killed what was left: agent" in out
+
+
 @linux_only
-def test_a_stop_waits_for_the_draining_raylet_then_ends_what_outlives_it(tmp_path):
+def test_a_stop_goes_to_ray_which_drains_then_what_outlives_the_raylet_ends(tmp_path):
     proc, agent = _supervised(tmp_path, "run")
     try:
-        start = time.monotonic()
-        os.killpg(proc.pid, signal.SIGTERM)  # systemd's stop: every process of the unit (KillMode=control-group)
-        proc.wait(timeout=15)
-        took = time.monotonic() - start
-        out = (tmp_path / "out.log").read_text()
-        # ended by the stop signal, as `ray start` itself is: systemd sees the stop it asked for
-        assert proc.returncode == -signal.SIGTERM
-        assert took >= 1.4, f"returned after {took:.2f} s: did not wait for the raylet's 1 s drain + 0.5 s grace"
-        assert not _alive(agent) and f"outlived the raylet by 0.5 s; killed what was left: agent ({agent})" in out
+        _stop_drains(tmp_path, proc, proc.pid)
+        assert not _alive(agent)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -272,19 +288,12 @@ def test_a_stop_waits_for_the_draining_raylet_then_ends_what_outlives_it(tmp_pat
 
 @linux_only
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a PID namespace needs root and unshare")
-def test_as_pid_1_of_a_container_a_stop_reaches_every_process(tmp_path):
-    """`podman stop` signals the container's PID 1 only: the raylet must get the stop too, and drain."""
+def test_as_pid_1_of_a_container_a_stop_drains_too(tmp_path):
+    """`podman stop` signals the container's PID 1 (a process that ignores signals it has no handler for)."""
     proc, _agent = _supervised(tmp_path, "run", ("unshare", "--pid", "--fork", "--mount-proc"))
     try:
         (supervisor, _name), = _children(proc.pid)  # PID 1 in the new namespace
-        start = time.monotonic()
-        os.kill(supervisor, signal.SIGTERM)
-        proc.wait(timeout=15)
-        took = time.monotonic() - start
-        out = (tmp_path / "out.log").read_text()
-        assert (tmp_path / "agent.pid.drained").exists(), "the raylet never got the stop signal"
-        assert proc.returncode == 1, out  # a stopped container exits 1, as Ray's own SIGTERM shutdown does
-        assert took >= 1.4 and "outlived the raylet by 0.5 s; killed what was left: agent" in out
+        _stop_drains(tmp_path, proc, supervisor)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
