@@ -431,7 +431,7 @@ def _reap() -> None:
     """Collect every exited child (orphans handed to this subreaper), without blocking."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
