@@ -24,6 +24,10 @@ from conftest import (
     wait_for_cluster,
 )
 
+# Not in make test, to keep it well under 30 minutes (make test-full runs it): the watcher's notice reading and
+# drain decisions are unit-tested (tests/unit/test_spot.py); this end-to-end drain takes about 50 s.
+pytestmark = pytest.mark.extended
+
 testinfra_hosts = [f"ansible://{SANDBOX}-worker2"]
 PORT = 8111
 NOTICE = "/run/fake-imds-notice"
