@@ -11,7 +11,6 @@ single source of truth: the module restarts Ray exactly when the file's content 
 was refused), the Ray processes it leaves behind are killed at once, so systemd restarts the node
 without waiting its stop timeout for them. A stop signal goes on to ``ray start`` alone (the host
 unit's KillMode=mixed; a container's PID 1), which drains the node before it ends the rest.
-``exec --no-supervise`` execs Ray instead.
 
 Examples:
   python -m rayfleet.raynode args --config /etc/rayfleet/ray-head.json   # print the ray start line
@@ -528,8 +527,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["args", "exec", "show"],
                         help="args: print the ray start line; exec: run it (systemd ExecStart); show: settings JSON")
     parser.add_argument("--config", required=True, help="settings file written by the ray_node module")
-    parser.add_argument("--no-supervise", dest="supervise", action="store_false",
-                        help="exec: replace this process with ray instead of running it as a child")
     parser.add_argument("--ray-bin", help="run this ray instead of the settings' ray_bin: a path, or a name looked "
                         "up on PATH (a container node runs the image's ray: --ray-bin ray)")
     args = parser.parse_args(argv)
@@ -558,10 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rayfleet.raynode: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    if args.supervise:
-        return run_supervised(argv_ray, env)
-    os.execve(argv_ray[0], argv_ray, env)
-    return 0  # pragma: no cover
+    return run_supervised(argv_ray, env)
 
 
 if __name__ == "__main__":
