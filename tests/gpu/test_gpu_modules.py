@@ -27,7 +27,7 @@ import pytest
 from conftest import ROOT
 from rayfleet import gpu
 from rayfleet.nccl import interface_addresses
-from rayfleet.raynode import RayNodeSettings
+from rayfleet.raynode import RayNodeSettings, auth_env
 
 LIB = str(ROOT / "library_py")
 
@@ -83,15 +83,34 @@ def ray_bin(tmp_path_factory) -> str:
     return str(wrapper)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """Stop `ray start --block` and every process it started (its own session's process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """(pid, name) of the live processes in process group pgid, from /proc/<pid>/stat ("pid (name) state ppid
+    pgrp ...")."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = text[text.rfind(")") + 1:].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            found.append((int(stat.parent.name), text[text.find("(") + 1:text.rfind(")")]))
+    return sorted(found)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> list[tuple[int, str]]:
+    """Stop a node as systemd stops the ray role's unit (KillMode=mixed): SIGTERM to the main process alone, then,
+    after TimeoutStopSec (a head's: 10 s), SIGKILL to all that is left. Returns what of the node's process group
+    was still running when the main process had ended (or the timeout had passed): nothing, when the stop works."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+    left = group_members(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    return left
 
 
 @contextlib.contextmanager
@@ -132,7 +151,8 @@ def ray_head(ray_bin: str, min_gpus: int, ports: dict[str, int], **settings_extr
             state = json.loads(wait.stdout.read())
             print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: "
                   f"{shlex.join(settings.start_args())}")
-            yield {"address": address, "ip": ip, "token": str(token), "state": state}
+            yield {"address": address, "ip": ip, "token": str(token), "state": state, "proc": proc,
+                   "log": base / "head.log"}
         finally:
             stop(proc)
 
@@ -250,3 +270,64 @@ def test_gpu_check_names_a_ray_node_started_with_a_stray_cuda_visible_devices(nv
     print("msg:", result.get("msg"))
     assert result["failed"], result
     assert f"Ray reports 0 GPU(s) on this node, NVML {len(nvml.gpus)}" in result["msg"], result["msg"]
+
+
+HOLD_A_GPU = """
+import os, sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+
+@ray.remote(num_gpus=1)
+class Holder:
+    def hold(self, mib):
+        import torch
+        self.block = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        return os.getpid()
+
+holder = Holder.options(name="gpu-holder", lifetime="detached").remote()
+print(ray.get(holder.hold.remote(1024)))
+"""
+
+
+def gpu_process_pids() -> set[int]:
+    """The pids NVML lists as holding a compute context on any GPU of this host."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return {p.pid for i in range(pynvml.nvmlDeviceGetCount())
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(i))}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_a_stopped_head_frees_its_gpus_and_leaves_no_process(nvml, ray_bin, torch_cuda):
+    """A node stopped as its unit is stopped (SIGTERM to rayfleet.raynode's supervisor alone) must end within the
+    unit's stop timeout, by the stop signal, with none of Ray's processes left - above all none holding GPU memory
+    that the next start of the node would find taken. A detached actor holds 1 GiB on GPU 0 when the stop comes."""
+    ports = {"dashboard": 8465, "client_server": 21001, "object_manager": 21076, "node_manager": 21077,
+             "dashboard_agent_grpc": 21078, "runtime_env_agent": 21079, "metrics_export": 21080,
+             "dashboard_agent_listen": 52565, "min_worker": 21100, "max_worker": 21999}
+    with ray_head(ray_bin, len(nvml.gpus), ports, num_gpus=len(nvml.gpus),
+                  env={"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}) as node:  # the head unit's setting
+        driver = subprocess.run([sys.executable, "-c", HOLD_A_GPU, node["address"]], capture_output=True,
+                                text=True, timeout=180, env=lib_env(**auth_env(node["token"])), check=False)
+        assert driver.returncode == 0, driver.stderr[-3000:]
+        holder = int(driver.stdout.split()[-1])
+        assert holder in gpu_process_pids(), (holder, gpu_process_pids())
+        in_group = group_members(node["proc"].pid)
+        started = time.monotonic()
+        left = stop(node["proc"])
+        took = time.monotonic() - started
+        print(f"\nstopped in {took:.1f} s (exit {node['proc'].returncode}); Ray's processes before the stop: "
+              f"{len(in_group)}; left: {left}")
+        print("".join(line for line in node["log"].read_text().splitlines(True) if "rayfleet.raynode" in line))
+        assert not left, f"outlived the supervisor: {left}"
+        # what the unit counts as a stop: Ray's exit 1 after its SIGTERM handler (SuccessExitStatus=1), or the signal
+        assert node["proc"].returncode in (1, -signal.SIGTERM), node["proc"].returncode
+        for _ in range(50):  # NVML drops a process's context shortly after it ends
+            if holder not in gpu_process_pids():
+                break
+            time.sleep(0.1)
+        assert holder not in gpu_process_pids(), f"the actor's process {holder} still holds a GPU after the stop"
+        assert not Path(f"/proc/{holder}").exists(), f"the actor's process {holder} outlived the stop"
