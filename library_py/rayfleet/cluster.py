@@ -87,6 +87,18 @@ class ClusterState:
             out[node.node_ip] = node
         return out
 
+    def alive_by_name(self) -> dict[str, NodeInfo]:
+        """The newest alive node per node name (Ray's --node-name, which is the node's IP unless set): the key of
+        a host's several node instances (ray_node_instances), which share its IP."""
+        out: dict[str, NodeInfo] = {}
+        for node in sorted(self.alive, key=lambda n: n.start_time_ms):
+            out[node.node_name or node.node_ip] = node
+        return out
+
+    def alive_node(self, ip: str, name: str | None = None) -> NodeInfo | None:
+        """The alive node named ``name`` when given (one instance of a host's several), else the newest with ``ip``."""
+        return self.alive_by_name().get(name) if name else self.alive_by_ip().get(ip)
+
     def to_dict(self) -> dict[str, Any]:
         totals = self.totals()
         return {
@@ -165,9 +177,10 @@ def get_state(fetch: Fetcher) -> ClusterState:
 
 
 def missing_hosts(state: ClusterState, expected: Mapping[str, str]) -> list[str]:
-    """Inventory names (values of ``expected``: ip -> name) whose IP has no alive node."""
-    alive = state.alive_by_ip()
-    return sorted(name for ip, name in expected.items() if ip not in alive)
+    """Inventory names (values of ``expected``: ip or node name -> name) with no alive node of that IP or name (a
+    host's node instances are expected by their node names, ``<ip>/<instance>``)."""
+    alive = set(state.alive_by_ip()) | set(state.alive_by_name())
+    return sorted(name for key, name in expected.items() if key not in alive)
 
 
 def lacking_resources(node: NodeInfo, want: Mapping[str, float]) -> dict[str, tuple[float, float]]:

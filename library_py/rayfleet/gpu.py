@@ -389,8 +389,12 @@ def xid_findings(report: NvmlReport, events: list[XidEvent], fail_on: set[int]) 
 def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float | None = None,
              check_pcie: bool = True, expect_model: str | None = None, min_driver: str | None = None,
              fail_on_ecc: bool = True, ray_accelerator_types: list[str] | None = None,
-             check_nvlink: bool = True) -> tuple[list[str], list[str]]:
-    """(problems that make the node unfit, warnings) for a report; each names the GPU by index and UUID."""
+             check_nvlink: bool = True, ray_gpus_expected: int | None = None) -> tuple[list[str], list[str]]:
+    """(problems that make the node unfit, warnings) for a report; each names the GPU by index and UUID.
+
+    ``ray_gpus`` is what Ray reports for this host's node(s) of the cluster; it must equal ``ray_gpus_expected``
+    when given (the GPUs given to the cluster's containers here: ray_container_gpus, ray_node_instances), else
+    NVML's count of the host's GPUs."""
     bad: list[str] = []
     warn: list[str] = []
     count = len(report.gpus)
@@ -401,7 +405,12 @@ def problems(report: NvmlReport, *, expect: int | None = None, ray_gpus: float |
     if expect is not None and count != expect:
         bad.append(f"NVML sees {count} GPU(s), expected {expect}: "
                    + (", ".join(f"{g.index}:{g.name}" for g in report.gpus) or "none"))
-    if ray_gpus is not None and abs(float(ray_gpus) - count) > 1e-6:
+    if ray_gpus is not None and ray_gpus_expected is not None:
+        if abs(float(ray_gpus) - ray_gpus_expected) > 1e-6:
+            bad.append(f"Ray reports {float(ray_gpus):g} GPU(s) on this host's node(s), but {ray_gpus_expected} of "
+                       f"NVML's {count} were given to them (ray_container_gpus / ray_node_instances): a container "
+                       "started without its GPUs, or num_gpus set wrong (ray_num_gpus)")
+    elif ray_gpus is not None and abs(float(ray_gpus) - count) > 1e-6:
         bad.append(f"Ray reports {float(ray_gpus):g} GPU(s) on this node, NVML {count}: Ray started before the driver, "
                    "a CUDA_VISIBLE_DEVICES in its environment, or num_gpus set wrong (ray_num_gpus)")
     if min_driver and version_tuple(report.driver_version) < version_tuple(min_driver):

@@ -175,6 +175,9 @@ class RayNodeSettings:
     auth_token_path: str | None = None
     # Head only: the cluster launcher's config, so the head runs Ray's autoscaler (ray up clusters)
     autoscaling_config: str | None = None
+    # Ray's --node-name (its default is node_ip): set for each of a host's several node instances
+    # (ray_node_instances), which share the host's IP, so that every check finds its own node
+    node_name: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RayNodeSettings:
@@ -236,6 +239,10 @@ class RayNodeSettings:
                 raise SettingsError("autoscaling_config: only the head runs the autoscaler")
             if not str(autoscaling_config).startswith("/"):
                 raise SettingsError(f"autoscaling_config: expected an absolute path, got {autoscaling_config!r}")
+        node_name = str(data.get("node_name") or "") or None
+        if node_name is not None and (len(node_name) > 128 or not node_name.isprintable()
+                                      or any(c.isspace() for c in node_name)):
+            raise SettingsError(f"node_name: expected a name without spaces, at most 128 characters, got {node_name!r}")
         object_store_memory = _number("object_store_memory", data.get("object_store_memory"), integer=True)
         if object_store_memory is not None and object_store_memory < 78643200:
             raise SettingsError(f"object_store_memory: Ray needs at least 78643200 bytes (75 MiB), "
@@ -257,6 +264,7 @@ class RayNodeSettings:
             socket_ifname=socket_ifname,
             auth_token_path=str(auth_token_path) if auth_token_path else None,
             autoscaling_config=str(autoscaling_config) if autoscaling_config else None,
+            node_name=node_name,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,7 +272,7 @@ class RayNodeSettings:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
         data["env"] = dict(sorted(self.env.items()))
-        for key in ("autoscaling_config", "socket_ifname"):
+        for key in ("autoscaling_config", "socket_ifname", "node_name"):
             if data[key] is None:
                 del data[key]  # files written before the field existed stay unchanged
         return {"version": SETTINGS_VERSION, **data}
@@ -320,6 +328,8 @@ class RayNodeSettings:
             f"--temp-dir={self.temp_dir}",
             "--disable-usage-stats",
         ]
+        if self.node_name:
+            args.append(f"--node-name={self.node_name}")
         if self.num_cpus is not None:
             args.append(f"--num-cpus={self.num_cpus}")
         if self.num_gpus is not None:

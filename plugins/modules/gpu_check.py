@@ -39,6 +39,20 @@ options:
   node_ip:
     description: This node's IP as Ray knows it (with O(ray_address)).
     type: str
+  node_names:
+    description:
+      - Ray node names (C(--node-name)) of this host's nodes in the cluster, for a host that runs several (the ray
+        role's C(ray_node_instances), C(<node_ip>/<instance>)): Ray's GPU count is then their sum, and each must be
+        alive. Empty, the one node with O(node_ip).
+    type: list
+    elements: str
+    default: []
+  ray_gpus_expected:
+    description:
+      - The GPU count Ray must report for this host's node(s) - the GPUs given to the cluster's containers here
+        (C(ray_container_gpus), C(ray_node_instances)), which may be fewer than the host has. Unset, NVML's count of
+        all the host's GPUs.
+    type: int
   auth_token_path:
     description: File holding the cluster's Ray token, for clusters with Ray token authentication.
     type: path
@@ -263,6 +277,8 @@ def build_module():
             required=dict(type="bool", default=False),
             ray_address=dict(type="str"),
             node_ip=dict(type="str"),
+            node_names=dict(type="list", elements="str", default=[]),
+            ray_gpus_expected=dict(type="int"),
             auth_token_path=dict(type="path"),
             check_pcie=dict(type="bool", default=True),
             expect_model=dict(type="str"),
@@ -284,11 +300,21 @@ def build_module():
     )
 
 
-def ray_node_resources(address, node_ip, auth_token_path):
-    """The resources Ray reports for the alive node with this IP (None when Ray lists no such node)."""
+def ray_node_resources(address, node_ip, auth_token_path, node_names=()):
+    """The resources Ray reports for the alive node with this IP, or summed over the alive nodes with these names
+    (a host's node instances); (resources or None, what Ray does not list alive)."""
     os.environ.update(auth_env(auth_token_path))
-    node = get_state(fetcher(address, auth_token_path=auth_token_path)).alive_by_ip().get(node_ip)
-    return None if node is None else dict(node.resources)
+    state = get_state(fetcher(address, auth_token_path=auth_token_path))
+    if not node_names:
+        node = state.alive_node(node_ip)
+        return (None, ["IP %s" % node_ip]) if node is None else (dict(node.resources), [])
+    by_name = state.alive_by_name()
+    missing = ["name %s" % name for name in node_names if name not in by_name]
+    total = {}
+    for name in node_names:
+        for key, value in (by_name[name].resources if name in by_name else {}).items():
+            total[key] = total.get(key, 0.0) + value
+    return (None if missing else total), missing
 
 
 def containers_seen(module, engine, name, python):
@@ -325,12 +351,13 @@ def main():
     ray_gpus = ray_types = None
     if p["ray_address"]:
         try:
-            resources = ray_node_resources(p["ray_address"], p["node_ip"], p["auth_token_path"])
+            resources, missing = ray_node_resources(p["ray_address"], p["node_ip"], p["auth_token_path"],
+                                                    p["node_names"])
         except Exception as exc:  # the state API is down or refuses us
             msg = "cannot read Ray's view of %s at %s: %s" % (p["node_ip"], p["ray_address"], to_native(exc))
             module.fail_json(msg=msg, **result)
         if resources is None:
-            module.fail_json(msg="Ray lists no alive node with IP %s at %s" % (p["node_ip"], p["ray_address"]),
+            module.fail_json(msg="Ray lists no alive node with %s at %s" % (", ".join(missing), p["ray_address"]),
                              **result)
         ray_gpus = float(resources.get("GPU", 0.0))
         ray_types = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
@@ -338,7 +365,8 @@ def main():
     bad, warn = problems(report, expect=p["expect_gpus"], check_pcie=p["check_pcie"],
                          ray_gpus=ray_gpus if report.available else None, expect_model=p["expect_model"],
                          min_driver=p["min_driver"], fail_on_ecc=p["fail_on_ecc"], check_nvlink=p["check_nvlink"],
-                         ray_accelerator_types=ray_types if report.available else None)
+                         ray_accelerator_types=ray_types if report.available else None,
+                         ray_gpus_expected=p["ray_gpus_expected"])
     if p["check_xid"] and vendor == "nvidia" and report.available and report.gpus:
         events, why_not = read_kernel_xids()
         if events is None:

@@ -80,6 +80,12 @@ options:
     description: Ray's temporary and log directory on this node.
     type: path
     default: /tmp/ray
+  node_name:
+    description:
+      - Ray's node name (C(--node-name)); Ray's default is O(node_ip).
+      - Set it for each of a host's several Ray nodes (the ray role's C(ray_node_instances), which share the host's
+        IP, as C(<node_ip>/<instance>)): the wait for registration then finds this node by its name.
+    type: str
   dashboard_host:
     description:
       - Address the head's dashboard (state API, Jobs API) binds to. Defaults to O(node_ip) (not 0.0.0.0).
@@ -268,6 +274,7 @@ def build_module():
             resources=dict(type="dict", default={}),
             object_store_memory=dict(type="int"),
             temp_dir=dict(type="path", default="/tmp/ray"),
+            node_name=dict(type="str"),
             dashboard_host=dict(type="str"),
             include_dashboard=dict(type="bool", default=True),
             env=dict(type="dict", default={}),
@@ -350,9 +357,10 @@ def wait_registered(module, settings, not_node_id, timeout):
     problem = "no answer yet"
     while True:
         try:
-            node = get_state(fetch).alive_by_ip().get(settings.node_ip)
+            node = get_state(fetch).alive_node(settings.node_ip, settings.node_name)
             if node is None:
-                problem = "no alive node with IP %s is registered" % settings.node_ip
+                problem = "no alive node %s is registered" % (
+                    ("named %s" % settings.node_name) if settings.node_name else ("with IP %s" % settings.node_ip))
             elif not_node_id and node.node_id == not_node_id:
                 problem = "the node from before the restart (%s) is still the one registered" % not_node_id
             else:
@@ -380,7 +388,7 @@ def registered_within(settings, seconds):
     deadline = time.monotonic() + seconds
     while True:
         try:
-            if settings.node_ip in get_state(fetch).alive_by_ip():
+            if get_state(fetch).alive_node(settings.node_ip, settings.node_name) is not None:
                 return True
             answered = True
         except Exception:
@@ -392,7 +400,7 @@ def registered_within(settings, seconds):
 
 def current_node_id(settings):
     try:
-        node = get_state(gcs_fetcher(settings.gcs_address, timeout=5)).alive_by_ip().get(settings.node_ip)
+        node = get_state(gcs_fetcher(settings.gcs_address, timeout=5)).alive_node(settings.node_ip, settings.node_name)
     except Exception:
         return None
     return node.node_id if node else None
@@ -428,7 +436,7 @@ def main():
             num_cpus=p["num_cpus"], num_gpus=p["num_gpus"], resources=p["resources"],
             object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
             dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
-            socket_ifname=p["socket_ifname"], auth_token_path=p["auth_token_path"],
+            socket_ifname=p["socket_ifname"], auth_token_path=p["auth_token_path"], node_name=p["node_name"],
         ))
         if role == "worker":
             resolve(split_address(settings.head_address, settings.ports.gcs)[0])

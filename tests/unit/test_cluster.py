@@ -131,3 +131,20 @@ def test_address_picks_the_api(monkeypatch):
     cluster.fetcher("http://127.0.0.1:8265")
     cluster.fetcher("10.0.0.1:6379")
     assert seen == [("state", "http://127.0.0.1:8265"), ("gcs", "10.0.0.1:6379")]
+
+
+def test_a_hosts_node_instances_are_found_by_name_and_expected_by_name():
+    """Several nodes of one host (ray_node_instances) share its IP; each is named <ip>/<instance>. A node started
+    without --node-name is named by its IP (Ray's default), so IP keys keep working."""
+    gpu0 = dict(node("10.0.0.2", start=1, node_id="gpu0"), node_name="10.0.0.2/gpu0")
+    gpu1 = dict(node("10.0.0.2", start=2, node_id="gpu1"), node_name="10.0.0.2/gpu1")
+    head = dict(node("10.0.0.1", head=True), node_name="10.0.0.1")
+    state = get_state(lambda: [head, gpu0, gpu1])
+    assert state.alive_node("10.0.0.2", "10.0.0.2/gpu0").node_id == "gpu0"
+    assert state.alive_node("10.0.0.2", "10.0.0.2/gpu1").node_id == "gpu1"
+    assert state.alive_node("10.0.0.2", "10.0.0.2/gpu2") is None
+    assert state.alive_node("10.0.0.1").is_head
+    expected = {"10.0.0.1": "head", "10.0.0.2/gpu0": "worker1/gpu0", "10.0.0.2/gpu1": "worker1/gpu1",
+                "10.0.0.2/gpu2": "worker1/gpu2"}
+    from rayfleet.cluster import missing_hosts
+    assert missing_hosts(state, expected) == ["worker1/gpu2"]

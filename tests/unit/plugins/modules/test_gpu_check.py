@@ -19,7 +19,8 @@ def _nvml(monkeypatch, report):
 
 def _ray(monkeypatch, gpus, types=("H100",)):
     resources = None if gpus is None else {"CPU": 16.0, "GPU": gpus, **{f"accelerator_type:{t}": 1.0 for t in types}}
-    monkeypatch.setattr(gpu_check, "ray_node_resources", lambda address, ip, token: resources)
+    monkeypatch.setattr(gpu_check, "ray_node_resources",
+                        lambda address, ip, token, names: (resources, [] if resources else [f"IP {ip}"]))
 
 
 EIGHT = NvmlReport(True, driver_version="570.86.15", gpus=[Gpu(i, f"GPU-{i}", "H100") for i in range(8)])
@@ -136,3 +137,32 @@ def test_dcgm_diag_that_cannot_run_is_a_problem(monkeypatch):
     out = run(gpu_check, {"dcgm_diag_level": 1, "dcgm_diag_timeout": 30})
     assert out.failed and "DCGM diag -r 1 was asked for (dcgm_diag_level), but dcgmi not found" in out.result["msg"]
     assert out.result["dcgm_diag"]["error"].startswith("dcgmi not found")
+
+
+def test_a_hosts_node_instances_are_summed_against_the_gpus_given_to_them(monkeypatch):
+    """Two node instances on one 8-GPU host (ray_node_instances), one GPU each: Ray's count is their sum, checked
+    against the 2 GPUs given to them, not NVML's 8; an instance Ray does not list alive fails, named."""
+    _nvml(monkeypatch, EIGHT)
+
+    def listed(*names_gpus):
+        nodes = [{"node_id": f"id-{name}", "node_ip": "10.0.0.11", "node_name": name, "state": "ALIVE",
+                  "resources_total": {"CPU": 4.0, "GPU": gpus, "accelerator_type:H100": 1.0}, "start_time_ms": 1}
+                 for name, gpus in names_gpus]
+        nodes.append({"node_id": "id-other", "node_ip": "10.0.0.12", "state": "ALIVE",
+                      "resources_total": {"GPU": 8.0}, "start_time_ms": 1})
+        monkeypatch.setattr(gpu_check, "fetcher", lambda address, auth_token_path=None: lambda: nodes)
+
+    names = ["10.0.0.11/gpu0", "10.0.0.11/gpu1"]
+    listed(("10.0.0.11/gpu0", 1.0), ("10.0.0.11/gpu1", 1.0))
+    ok = run(gpu_check, dict(RAY, node_names=names, ray_gpus_expected=2))
+    assert not ok.failed, ok.result["msg"]
+    assert ok.result["ray_gpus"] == 2.0 and ok.result["count"] == 8
+    # without the expected count, NVML's 8 is what Ray must report: the check this option exists to avoid
+    bad = run(gpu_check, dict(RAY, node_names=names))
+    assert bad.failed and "Ray reports 2 GPU(s) on this node, NVML 8" in bad.result["msg"]
+    listed(("10.0.0.11/gpu0", 1.0), ("10.0.0.11/gpu1", 0.0))
+    short = run(gpu_check, dict(RAY, node_names=names, ray_gpus_expected=2))
+    assert short.failed and "Ray reports 1 GPU(s) on this host's node(s), but 2 of NVML's 8" in short.result["msg"]
+    listed(("10.0.0.11/gpu0", 1.0))
+    gone = run(gpu_check, dict(RAY, node_names=names, ray_gpus_expected=2))
+    assert gone.failed and "Ray lists no alive node with name 10.0.0.11/gpu1" in gone.result["msg"]

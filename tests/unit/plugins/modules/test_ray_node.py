@@ -31,6 +31,7 @@ class FakeCluster:
     generation = 0
     cpus = 2.0
     addresses: list = []
+    node_name = ""
 
     @classmethod
     def fetcher(cls, address, timeout=10):
@@ -39,7 +40,8 @@ class FakeCluster:
         def fetch():
             if not FakeSystemd.active:
                 raise ConnectionError("connection refused")
-            return [{"node_id": f"node-{cls.generation}", "node_ip": "10.0.0.10", "state": "ALIVE",
+            return [{"node_id": f"node-{cls.generation}", "node_ip": "10.0.0.10", "node_name": cls.node_name,
+                     "state": "ALIVE",
                      "is_head_node": True, "resources_total": {"CPU": cls.cpus, "node:10.0.0.10": 1.0},
                      "start_time_ms": cls.generation}]
         return fetch
@@ -51,7 +53,7 @@ def node_env(tmp_path, monkeypatch):
     ray_bin.write_text("#!/bin/sh\n")
     ray_bin.chmod(0o755)
     FakeSystemd.active, FakeSystemd.actions = False, []
-    FakeCluster.generation, FakeCluster.cpus, FakeCluster.addresses = 0, 2.0, []
+    FakeCluster.generation, FakeCluster.cpus, FakeCluster.addresses, FakeCluster.node_name = 0, 2.0, [], ""
     monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
     monkeypatch.setattr(ray_node, "systemd_is_init", lambda: True)
     monkeypatch.setattr(ray_node, "gcs_fetcher", FakeCluster.fetcher)
@@ -196,3 +198,17 @@ def test_worker_is_not_restarted_when_the_head_does_not_answer(node_env, tmp_pat
     out = run(ray_node, args)
     assert out.failed and "did not register alive" in out.result["msg"]
     assert FakeSystemd.actions == [], "no restart without Ray's word that the node is gone"
+
+
+def test_a_node_instance_waits_for_its_own_name_not_its_hosts_ip(node_env):
+    """One of a host's several nodes (ray_node_instances) is started with --node-name <ip>/<instance> and waits
+    for Ray to list that name: another node of the same IP does not count."""
+    base, path = node_env
+    FakeCluster.node_name = "10.0.0.10/gpu1"
+    out = run(ray_node, dict(base, node_name="10.0.0.10/gpu1"))
+    assert not out.failed, out.result.get("msg")
+    assert "--node-name=10.0.0.10/gpu1" in out.result["ray_start_args"]
+    assert json.loads(path.read_text())["node_name"] == "10.0.0.10/gpu1"
+    FakeCluster.node_name = "10.0.0.10/gpu0"
+    bad = run(ray_node, dict(base, node_name="10.0.0.10/gpu1", state="restarted"))
+    assert bad.failed and "no alive node named 10.0.0.10/gpu1 is registered" in bad.result["msg"]
