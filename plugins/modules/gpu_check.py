@@ -42,7 +42,7 @@ options:
   node_names:
     description:
       - Ray node names (C(--node-name)) of this host's nodes in the cluster, for a host that runs several (the ray
-        role's C(ray_node_instances), C(<node_ip>/<instance>)): Ray's GPU count is then their sum, and each must be
+        role's C(ray_node_instances), C(<node_ip>/<instance>)) - Ray's GPU count is then their sum, and each must be
         alive. Empty, the one node with O(node_ip).
     type: list
     elements: str

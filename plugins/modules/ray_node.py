@@ -84,7 +84,7 @@ options:
     description:
       - Ray's node name (C(--node-name)); Ray's default is O(node_ip).
       - Set it for each of a host's several Ray nodes (the ray role's C(ray_node_instances), which share the host's
-        IP, as C(<node_ip>/<instance>)): the wait for registration then finds this node by its name.
+        IP, as C(<node_ip>/<instance>)) - the wait for registration then finds this node by its name.
     type: str
   dashboard_host:
     description:

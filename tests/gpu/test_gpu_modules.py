@@ -325,7 +325,7 @@ def test_a_stopped_head_frees_its_gpus_and_leaves_no_process(nvml, ray_bin, torc
         assert not left, f"outlived the supervisor: {left}"
         # what the unit counts as a stop: Ray's exit 1 after its SIGTERM handler (SuccessExitStatus=1), or the signal
         assert node["proc"].returncode in (1, -signal.SIGTERM), node["proc"].returncode
-        for _ in range(50):  # NVML drops a process's context shortly after it ends
+        for _try in range(50):  # NVML drops a process's context shortly after it ends
             if holder not in gpu_process_pids():
                 break
             time.sleep(0.1)

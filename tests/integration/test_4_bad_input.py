@@ -33,9 +33,12 @@ def _settings_mtimes(host) -> str:
          ["shared_storage on {sandbox}-worker1", "/mnt/data (server \"192.0.2.1\": no answer on port 2049"]),
         (["-e", "nfs_server_implementation=zfs"],
          ["fatal: [{sandbox}-head]", "nfs_server_implementation must be one of: kernel, ganesha, got: zfs"]),
+        (["-e", '{"ray_node_instances": [{"name": "a"}, {"name": "a"}, {"name": "Head"}]}'],
+         ["ray on {sandbox}-worker1: ray_node_instances", "the name a is given twice", 'item 3 has the name \\"Head\\"',
+          "ray_runtime is host (instances run in containers)", "this host is the head (instances are workers)"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
-         "unreachable-nfs-server", "nfs-implementation"],
+         "unreachable-nfs-server", "nfs-implementation", "node-instances"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)

@@ -32,6 +32,8 @@ from testinfra import get_host
 pytestmark = pytest.mark.extended
 
 CONTAINERS = ROOT / "tests/integration/files/containers.yml"
+SANDBOX_CPUS = int(re.search(r"^ray_num_cpus: (\d+)", (ROOT / "inventories/sandbox/group_vars/all/ray.yml").read_text(),
+                             re.M)[1])
 VERSION = re.search(r'^ray_version: "(.*)"', (ROOT / "roles/ray/defaults/main.yml").read_text(), re.M)[1]
 IMAGE = f"localhost/rayfleet-ray:{VERSION}"
 NEXT = f"{IMAGE}-r2"
@@ -211,6 +213,75 @@ def test_a_bad_image_or_gpu_list_fails_before_anything_changes(boxed, extra, wor
     assert ids_by_ip(head) == before
 
 
+def instances_by_name(head, ip: str, names: set[str], timeout: float = 90) -> dict[str, dict]:
+    """worker2's alive Ray nodes by node name, once they are exactly <ip>/<name> for names."""
+    want = {f"{ip}/{name}" for name in names}
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = {n["node_name"]: n for n in ray_nodes(head, node_ip(head)) if n["state"] == "ALIVE"
+                 and n["node_ip"] == ip}
+        if set(alive) == want or time.monotonic() > deadline:
+            assert set(alive) == want, f"worker2's alive Ray nodes: {sorted(alive)}, expected {sorted(want)}"
+            return alive
+        time.sleep(2)
+
+
+def on_worker2(*names: str) -> str:
+    """-e ray_node_instances for worker2 alone (the head and worker1 keep their one node each)."""
+    listed = json.dumps([{"name": name} for name in names])
+    here = "inventory_hostname is search('worker2$')"
+    return json.dumps({"ray_node_instances": f"{{{{ {listed} if {here} else [] }}}}",
+                       # worker2's instances share its CPUs; the others keep the sandbox's ray_num_cpus (group_vars)
+                       "ray_num_cpus": f"{{{{ none if {here} else {SANDBOX_CPUS} }}}}"})
+
+
+def test_two_node_instances_on_worker2_then_one(boxed):
+    """ray_node_instances: two Ray nodes of the cluster on worker2, each in a container of its own with its own unit,
+    settings, ports, temp dir, half the host's CPUs and Ray node name <ip>/<name>; the single node they replace is
+    stopped and removed. A re-run changes nothing. Taking an instance out of the list stops and removes it, and the
+    other takes the host's whole share."""
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    two = on_worker2("a", "b")
+    proc = play("-e", two)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    nodes = instances_by_name(head, ip, {"a", "b"})
+    assert not worker2.file(UNIT).exists and not worker2.file(RECORD).exists
+    assert not worker2.file("/etc/rayfleet/ray-worker.json").exists
+    names = sorted(worker2.check_output("sudo podman ps --format '{{.Names}}'").split())
+    assert names == ["ray-worker-a", "ray-worker-b"]
+    cpus = int(worker2.check_output("nproc"))
+    settings = {}
+    for name, step in (("a", 0), ("b", 100)):
+        assert worker2.service(f"ray-worker-{name}.service").is_running
+        settings[name] = json.loads(worker2.check_output(f"cat /etc/rayfleet/ray-worker-{name}.json"))
+        assert settings[name]["node_name"] == f"{ip}/{name}" and settings[name]["temp_dir"] == f"/tmp/ray_{name}"
+        assert settings[name]["ports"]["node_manager"] == 8077 + step
+        assert settings[name]["ports"]["metrics_export"] == 8080 + step
+        # each raylet listens on its own node manager port
+        assert worker2.socket(f"tcp://0.0.0.0:{8077 + step}").is_listening or \
+            worker2.socket(f"tcp://{ip}:{8077 + step}").is_listening
+        assert nodes[f"{ip}/{name}"]["resources_total"]["CPU"] == max(cpus // 2, 1)
+        record = json.loads(worker2.check_output(f"cat /etc/rayfleet/ray-worker-{name}.container.json"))
+        assert record["name"] == f"ray-worker-{name}" and record["gpus"] == []
+    a, b = settings["a"]["ports"], settings["b"]["ports"]
+    assert a["min_worker"] < a["max_worker"] < b["min_worker"] < b["max_worker"], (a, b)
+    # the firewall (its own play) and the head's cluster check know both: the play's cluster check waited for them
+    rerun = play("-e", two)
+    assert rerun.returncode == 0 and set(changed(rerun).values()) == {0}, changed_tasks(rerun)
+    assert {k: n["node_id"] for k, n in instances_by_name(head, ip, {"a", "b"}).items()} == \
+        {k: n["node_id"] for k, n in nodes.items()}
+    one = play("-e", on_worker2("a"))
+    assert one.returncode == 0, one.stdout[-4000:]
+    # a takes the whole share now (all CPUs, the whole worker port range): it restarted with them, b is gone
+    left = instances_by_name(head, ip, {"a"})
+    assert left[f"{ip}/a"]["resources_total"]["CPU"] == cpus
+    after = json.loads(worker2.check_output("cat /etc/rayfleet/ray-worker-a.json"))["ports"]
+    assert (after["min_worker"], after["max_worker"]) == (a["min_worker"], b["max_worker"])
+    assert not worker2.file("/etc/systemd/system/ray-worker-b.service").exists
+    assert not worker2.file("/etc/rayfleet/ray-worker-b.json").exists
+    assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == "ray-worker-a"
+
+
 def back_to_the_host_venv(state: dict, engine: str) -> None:
     """ray.yml without the container settings: the engine's container goes, the node runs from the host venv."""
     head, worker2, ip = state["head"], state["worker2"], state["ip"]
@@ -220,6 +291,8 @@ def back_to_the_host_venv(state: dict, engine: str) -> None:
     state["back"] = True
     assert worker2.check_output(f"sudo {engine} ps -a --format '{{{{.Names}}}}'") == ""
     assert not worker2.file(RECORD).exists
+    # and a node instance left from the test before (podman: instance a) is gone with its unit
+    assert not worker2.file("/etc/systemd/system/ray-worker-a.service").exists
     exe, contained, _user = raylet(worker2)
     assert exe.startswith(VENV) and not contained
     assert ids_by_ip(head)[ip] != old

@@ -48,3 +48,18 @@ def test_a_container_node_reports_what_its_container_runs(tmp_path):
     assert sorted(found) == ["", "teamb"], "a container record is not a cluster of its own"
     assert found["teamb"]["container"] == record
     assert "container" not in found[""]
+
+
+def test_node_instances_are_told_from_cluster_names(tmp_path):
+    """ray[-<cluster>]-<role>[-<instance>].json: a host's several nodes of one cluster (ray_node_instances). An
+    instance name has no '-' and is never head or worker, so ray-worker-head.json is cluster worker's head."""
+    settings = {"ray_bin": "/opt/rayfleet/venv/bin/ray", "node_ip": "10.0.0.11", "head_address": "10.0.0.10:6379"}
+    for name in ("ray-worker-gpu0.json", "ray-worker-gpu1.json", "ray-team-b-worker-gpu0.json", "ray-worker-head.json",
+                 "ray-worker.json"):
+        (tmp_path / name).write_text(json.dumps(settings))
+    (tmp_path / "ray-worker-gpu1.container.json").write_text(json.dumps({"gpus": ["GPU-1"]}))
+    found = sorted((c["name"], c["role"], c["instance"]) for c in probe(tmp_path))
+    assert found == [("", "worker", ""), ("", "worker", "gpu0"), ("", "worker", "gpu1"), ("team-b", "worker", "gpu0"),
+                     ("worker", "head", "")]
+    gpu1 = next(c for c in probe(tmp_path) if c["instance"] == "gpu1")
+    assert gpu1["container"] == {"gpus": ["GPU-1"]}

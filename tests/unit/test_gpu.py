@@ -386,7 +386,7 @@ def test_read_kmsg_reads_records_until_none_is_left(tmp_path):
 def test_ray_gpus_are_checked_against_the_gpus_given_when_fewer_than_the_host_has():
     """A container node given 2 of the host's 8 GPUs (ray_container_gpus): Ray's 2 is right, Ray's 8 is not."""
     report = gpu.NvmlReport(True, driver_version="570.86.15", nvml_version="12.570.86.15",
-                        gpus=[gpu.Gpu(i, f"GPU-{i}", "NVIDIA H100") for i in range(8)])
+                            gpus=[gpu.Gpu(i, f"GPU-{i}", "NVIDIA H100") for i in range(8)])
     assert gpu.problems(report, ray_gpus=2.0, ray_gpus_expected=2, check_pcie=False, check_nvlink=False)[0] == []
     bad, _warn = gpu.problems(report, ray_gpus=8.0, ray_gpus_expected=2, check_pcie=False, check_nvlink=False)
     assert len(bad) == 1 and bad[0].startswith("Ray reports 8 GPU(s) on this host's node(s), but 2 of NVML's 8")

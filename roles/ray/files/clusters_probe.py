@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run by the ray role's validate step with the host's python: the Ray clusters this host already belongs to.
 
-Reads every /etc/rayfleet/ray[-<name>]-<role>.json (the settings rayfleet.cluster.ray_node writes), the
+Reads every /etc/rayfleet/ray[-<name>]-<role>[-<instance>].json (the settings rayfleet.cluster.ray_node writes), the
 requirements recorded in each one's venv and, for a node run in a container, what its container runs (engine,
 image, GPU UUIDs: the ray role's ray[-<name>]-<role>.container.json); prints a JSON list. Only reads.
 Usage: python clusters_probe.py [DIR]
@@ -13,7 +13,9 @@ import os
 import re
 import sys
 
-NAME = re.compile(r"^ray(?:-(?P<name>[a-z0-9][a-z0-9-]*))?-(?P<role>head|worker)\.json$")
+# ray[-<cluster>]-<role>[-<instance>].json: an instance name has no '-' and is never head or worker, so the cluster
+# name is the one the ray role wrote
+NAME = re.compile(r"^ray(?:-(?P<name>[a-z0-9][a-z0-9-]*))?-(?P<role>head|worker)(?:-(?P<instance>[a-z0-9]+))?\.json$")
 
 
 def main():
@@ -27,7 +29,8 @@ def main():
             with open(path) as f:
                 data = json.load(f)
         except (OSError, ValueError) as exc:
-            found.append({"path": path, "name": match["name"] or "", "role": match["role"], "error": str(exc)})
+            found.append({"path": path, "name": match["name"] or "", "role": match["role"],
+                          "instance": match["instance"] or "", "error": str(exc)})
             continue
         venv = os.path.dirname(os.path.dirname(data.get("ray_bin") or ""))
         try:
@@ -36,7 +39,7 @@ def main():
         except OSError:
             requirements = ""
         entry = {
-            "path": path, "name": match["name"] or "", "role": match["role"],
+            "path": path, "name": match["name"] or "", "role": match["role"], "instance": match["instance"] or "",
             "head_address": data.get("head_address") or "", "node_ip": data.get("node_ip") or "",
             "ports": data.get("ports") or {}, "temp_dir": data.get("temp_dir") or "", "venv": venv,
             "requirements": requirements,

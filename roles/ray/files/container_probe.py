@@ -3,9 +3,9 @@
 round trip (JSON on stdout). Only reads.
 
 Usage: python container_probe.py ENGINE IMAGE SERVICE_USER
-Prints: memtotal_mb; engine (its path, or "" when not installed) and version; image_id (of IMAGE in the engine's
-store, "" when absent); uid/gid of SERVICE_USER (null when it does not exist); cdi (NVIDIA CDI spec files);
-nvidia_runtime (docker: the nvidia runtime is configured).
+Prints: memtotal_mb; cpus (this process may use); engine (its path, or "" when not installed) and version;
+image_id (of IMAGE in the engine's store, "" when absent); uid/gid of SERVICE_USER (null when it does not
+exist); cdi (NVIDIA CDI spec files); nvidia_runtime (docker: the nvidia runtime is configured).
 """
 
 import glob
@@ -27,7 +27,8 @@ def run(argv):
 
 def main():
     engine, image, user = sys.argv[1:4]
-    out = {"memtotal_mb": 0, "engine": shutil.which(engine) or "", "engine_version": "", "image_id": "",
+    out = {"memtotal_mb": 0, "cpus": len(os.sched_getaffinity(0)),
+           "engine": shutil.which(engine) or "", "engine_version": "", "image_id": "",
            "uid": None, "gid": None, "cdi": [], "nvidia_runtime": False}
     with open("/proc/meminfo") as f:
         for line in f:
