@@ -15,6 +15,7 @@ and stays up without draining again.
 Examples:
   python -m rayfleet.spot --config /etc/rayfleet/ray-worker.json --provider aws
   python -m rayfleet.spot --config ... --provider aws --metadata-url http://127.0.0.1:8111 --once
+  python -m rayfleet.spot --config /etc/rayfleet/ray-worker-gpu0.json --config /etc/rayfleet/ray-worker-gpu1.json ...
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ def gcp_notice(base_url: str, timeout: float = 2.0) -> Notice | None:
 
 
 def node_id_of(settings: RayNodeSettings) -> str:
-    """This node's id, from the cluster's GCS node table (the node registered with this settings file's IP)."""
+    """This node's id, from the cluster's GCS node table: the alive node of this settings file's node name (one of a
+    host's node instances), else of its IP."""
     fetch = gcs_fetcher(settings.gcs_address, auth_token_path=settings.auth_token_path)
-    for node in get_state(fetch).nodes:
-        if node.node_ip == settings.node_ip and node.alive:
-            return node.node_id
-    raise RayfleetError(f"no alive Ray node with IP {settings.node_ip} in the cluster at {settings.gcs_address}")
+    node = get_state(fetch).alive_node(settings.node_ip, settings.node_name)
+    if node is None:
+        which = f"named {settings.node_name}" if settings.node_name else f"with IP {settings.node_ip}"
+        raise RayfleetError(f"no alive Ray node {which} in the cluster at {settings.gcs_address}")
+    return node.node_id
 
 
 def drain_command(settings: RayNodeSettings, node_id: str, notice: Notice) -> list[str]:
@@ -106,6 +109,28 @@ def drain(settings: RayNodeSettings, notice: Notice) -> str:
     if proc.returncode != 0:
         raise RayfleetError(f"ray drain-node failed (rc={proc.returncode}): {proc.stderr.strip()[-500:]}")
     return node_id
+
+
+def drainer(nodes: list[RayNodeSettings], drain_one: Callable[[RayNodeSettings, Notice], str] = drain
+            ) -> Callable[[Notice], str]:
+    """Drain every node of this host (its node instances, ray_node_instances) on a notice; a retry drains only those
+    that failed before."""
+    left = list(nodes)
+
+    def on_notice(notice: Notice) -> str:
+        done, errors = [], []
+        for settings in list(left):
+            try:
+                done.append(drain_one(settings, notice))
+            except RayfleetError as exc:
+                errors.append(f"{settings.node_name or settings.node_ip}: {exc}")
+            else:
+                left.remove(settings)
+        if errors:
+            raise RayfleetError("; ".join(errors) + (f" (drained: {', '.join(done)})" if done else ""))
+        return ", ".join(done)
+
+    return on_notice
 
 
 def watch(read_notice: Callable[[], Notice | None], on_notice: Callable[[Notice], str], interval: float, *,
@@ -135,7 +160,9 @@ def watch(read_notice: Callable[[], Notice | None], on_notice: Callable[[Notice]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rayfleet.spot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="this node's settings file (/etc/rayfleet/ray-<role>.json)")
+    parser.add_argument("--config", required=True, action="append",
+                        help="this node's settings file (/etc/rayfleet/ray-<role>.json); once per node instance of a "
+                        "host that runs several")
     parser.add_argument("--provider", choices=sorted(DEFAULT_URLS), required=True)
     parser.add_argument("--metadata-url", help="the metadata endpoint (default: the provider's)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
@@ -146,14 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rayfleet.spot: {msg}", flush=True)
 
     try:
-        settings = load_settings(args.config)
+        nodes = [load_settings(path) for path in args.config]
     except RayfleetError as exc:
         log(str(exc))
         return 2
     url = (args.metadata_url or DEFAULT_URLS[args.provider]).rstrip("/")
     read = (lambda: aws_notice(url)) if args.provider == "aws" else (lambda: gcp_notice(url))
-    log(f"watching {args.provider} interruption notices at {url} every {args.interval:g} s for node {settings.node_ip}")
-    rc = watch(read, lambda notice: drain(settings, notice), args.interval, log=log, once=args.once)
+    log(f"watching {args.provider} interruption notices at {url} every {args.interval:g} s for node(s) "
+        + ", ".join(n.node_name or n.node_ip for n in nodes))
+    rc = watch(read, drainer(nodes), args.interval, log=log, once=args.once)
     if rc == 0 and not args.once:
         # Drained: stay up (systemd shows the drain in this unit's journal), never drain twice.
         while True:

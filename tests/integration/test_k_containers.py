@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -39,6 +40,12 @@ IMAGE = f"localhost/rayfleet-ray:{VERSION}"
 NEXT = f"{IMAGE}-r2"
 UNIT = "/etc/systemd/system/ray-worker.service"
 RECORD = "/etc/rayfleet/ray-worker.container.json"
+
+
+def run_playbook(name: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", f"playbooks/{name}", "-i", "inventories/sandbox", "-e", f"@{CONTAINERS}",
+                           *extra], cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False,
+                          timeout=600)
 
 
 def play(*extra: str, containers: bool = True, worker2_only: bool = False) -> subprocess.CompletedProcess:
@@ -270,6 +277,21 @@ def test_two_node_instances_on_worker2_then_one(boxed):
     assert rerun.returncode == 0 and set(changed(rerun).values()) == {0}, changed_tasks(rerun)
     assert {k: n["node_id"] for k, n in instances_by_name(head, ip, {"a", "b"}).items()} == \
         {k: n["node_id"] for k, n in nodes.items()}
+    # logs.yml reads both instances' temp dirs and units; the firewall opens b's shifted ports and orders itself
+    # before both units
+    new_logs = run_playbook("logs.yml", "-e", two, "--limit", f"{SANDBOX}-worker2")
+    with tarfile.open(max((ROOT / "artifacts/logs").glob("*/")) / f"{SANDBOX}-worker2.tar.gz") as tar:
+        names = tar.getnames()
+        journal = tar.extractfile(next(m for m in tar.getmembers() if m.name.endswith(".journal.txt"))).read()
+    assert new_logs.returncode == 0 and all(any(f"ray_{x}/" in n and n.endswith("raylet.out") for n in names)
+                                            for x in "ab"), names
+    assert b"ray-worker-a.service" in journal and b"ray-worker-b.service" in journal
+    fw = run_playbook("firewall.yml", "-e", two)
+    assert fw.returncode == 0, fw.stdout[-3000:]
+    ruleset = worker2.check_output("sudo nft list table inet rayfleet")
+    assert "8176-8180" in ruleset and "52465" in ruleset, ruleset  # nft merges 8176..8180 into a range
+    assert "ray-worker-a.service ray-worker-b.service" in worker2.file(
+        "/etc/systemd/system/rayfleet-firewall.service").content_string
     one = play("-e", on_worker2("a"))
     assert one.returncode == 0, one.stdout[-4000:]
     # a takes the whole share now (all CPUs, the whole worker port range): it restarted with them, b is gone

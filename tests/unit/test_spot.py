@@ -94,3 +94,28 @@ def test_watch_retries_metadata_and_drain_errors_then_drains_once():
     assert drains == [100, 90]
     assert any("metadata read failed" in m for m in logs) and any("drain failed" in m for m in logs)
     assert logs[-1].startswith("drained Ray node node123")
+
+
+def test_every_node_instance_of_the_host_is_drained_and_a_failed_one_retried_alone():
+    """A host with several Ray nodes (ray_node_instances) drains them all on one notice; one whose drain failed is
+    drained again on the next notice, the others are not drained twice."""
+    from rayfleet.spot import drainer
+
+    nodes = [RayNodeSettings.from_mapping({"role": "worker", "node_ip": "10.0.0.11", "ray_bin": "/v/bin/ray",
+                                           "head_address": "10.0.0.10", "node_name": f"10.0.0.11/{name}"})
+             for name in ("gpu0", "gpu1")]
+    calls, fail = [], {"10.0.0.11/gpu1"}
+
+    def drain_one(settings, notice):
+        calls.append(settings.node_name)
+        if settings.node_name in fail:
+            raise RayfleetError("GCS busy")
+        return "id-" + settings.node_name.rsplit("/", 1)[1]
+
+    on_notice = drainer(nodes, drain_one)
+    notice = Notice("aws", "terminate", 100, "x")
+    with pytest.raises(RayfleetError, match=r"10\.0\.0\.11/gpu1: GCS busy \(drained: id-gpu0\)"):
+        on_notice(notice)
+    fail.clear()
+    assert on_notice(notice) == "id-gpu1"
+    assert calls == ["10.0.0.11/gpu0", "10.0.0.11/gpu1", "10.0.0.11/gpu1"]
