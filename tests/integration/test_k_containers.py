@@ -245,8 +245,8 @@ def on_worker2(*names: str) -> str:
 def test_two_node_instances_on_worker2_then_one(boxed):
     """ray_node_instances: two Ray nodes of the cluster on worker2, each in a container of its own with its own unit,
     settings, ports, temp dir, half the host's CPUs and Ray node name <ip>/<name>; the single node they replace is
-    stopped and removed. A re-run changes nothing. Taking an instance out of the list stops and removes it, and the
-    other takes the host's whole share."""
+    stopped and removed. A re-run changes nothing; logs.yml, the firewall and down.yml act on both. Taking an instance
+    out of the list stops and removes it, and the other takes the host's whole share."""
     head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
     two = on_worker2("a", "b")
     proc = play("-e", two)
@@ -292,6 +292,16 @@ def test_two_node_instances_on_worker2_then_one(boxed):
     assert "8176-8180" in ruleset and "52465" in ruleset, ruleset  # nft merges 8176..8180 into a range
     assert "ray-worker-a.service ray-worker-b.service" in worker2.file(
         "/etc/systemd/system/rayfleet-firewall.service").content_string
+    # down.yml stops and disables both instances, and finds none of their processes left
+    down = run_playbook("down.yml", "-e", two, "--limit", f"{SANDBOX}-worker2", "--tags", "ray")
+    assert down.returncode == 0, down.stdout[-3000:]
+    for name in "ab":
+        assert not worker2.service(f"ray-worker-{name}.service").is_running
+        assert not worker2.service(f"ray-worker-{name}.service").is_enabled
+    assert worker2.check_output("sudo podman ps --format '{{.Names}}'") == ""
+    up = play("-e", two)
+    assert up.returncode == 0, up.stdout[-4000:]
+    instances_by_name(head, ip, {"a", "b"})
     one = play("-e", on_worker2("a"))
     assert one.returncode == 0, one.stdout[-4000:]
     # a takes the whole share now (all CPUs, the whole worker port range): it restarted with them, b is gone
