@@ -44,6 +44,8 @@ options:
         description:
           - Hosts that must each have an alive node, as a mapping of node IP to a name used in messages
             (normally the inventory host name).
+          - A key may also be a Ray node name (C(--node-name)), as a host's several node instances are
+            expected - C(<node_ip>/<instance>) (the ray role's C(ray_node_instances)).
         type: dict
         default: {}
   timeout:

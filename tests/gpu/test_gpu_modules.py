@@ -331,3 +331,51 @@ def test_a_stopped_head_frees_its_gpus_and_leaves_no_process(nvml, ray_bin, torc
             time.sleep(0.1)
         assert holder not in gpu_process_pids(), f"the actor's process {holder} still holds a GPU after the stop"
         assert not Path(f"/proc/{holder}").exists(), f"the actor's process {holder} outlived the stop"
+
+
+@contextlib.contextmanager
+def ray_worker(ray_bin: str, head: dict, name: str, ports: dict[str, int], **settings_extra):
+    """A second Ray node on this host joining `head`, named `name` (Ray's --node-name), as the ray role runs each of
+    a host's node instances (ray_node_instances); stopped as its unit stops it on leaving."""
+    base = Path(tempfile.mkdtemp(prefix="rf-gpu-w-", dir="/tmp"))
+    settings = RayNodeSettings.from_mapping({
+        "role": "worker", "node_ip": head["ip"], "ray_bin": ray_bin, "head_address": head["address"],
+        "node_name": name, "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": head["token"],
+        "ports": ports, **settings_extra})
+    config = base / "settings.json"
+    config.write_text(json.dumps(settings.to_dict()))
+    with (base / "worker.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=lib_env())
+        try:
+            yield {"proc": proc, "log": base / "worker.log"}
+        finally:
+            stop(proc, timeout=30)
+
+
+def test_a_named_node_beside_the_head_is_found_by_its_name(nvml, ray_bin, head):
+    """Two Ray nodes of one cluster on one GPU host share its IP (ray_node_instances): each is found by its Ray node
+    name <ip>/<instance>. ray_cluster_info waits for the named node; gpu_check sums Ray's GPUs over the named nodes
+    only (not the head beside them) against the GPUs given to them, and names an instance Ray does not list."""
+    name = f"{head['ip']}/gpu0"
+    ports = {"object_manager": 22076, "node_manager": 22077, "dashboard_agent_grpc": 22078,
+             "runtime_env_agent": 22079, "metrics_export": 22080, "dashboard_agent_listen": 52665,
+             "min_worker": 22100, "max_worker": 22999}
+    with ray_worker(ray_bin, head, name, ports, num_gpus=len(nvml.gpus)) as worker:
+        waited = run_module("ray_cluster_info", {
+            "address": head["address"], "auth_token_path": head["token"], "timeout": 90,
+            "wait_for": {"min_nodes": 2, "hosts": {head["ip"]: "gpu-host", name: "gpu-host/gpu0"}}})
+        assert not waited.get("failed"), (waited.get("msg"), worker["log"].read_text()[-3000:])
+        names = sorted(n.get("node_name") for n in waited["nodes"] if n["state"] == "ALIVE")
+        print("alive nodes:", names, "GPUs:", waited["gpus"])
+        assert waited["alive_nodes"] == 2 and name in names and head["ip"] in names, names
+        ok = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
+                                      "auth_token_path": head["token"], "node_names": [name],
+                                      "ray_gpus_expected": len(nvml.gpus)})
+        assert not ok.get("failed"), ok.get("msg")
+        assert ok["ray_gpus"] == float(len(nvml.gpus))  # the named node's alone: the head has as many besides
+        missing = run_module("gpu_check", {"ray_address": head["address"], "node_ip": head["ip"],
+                                           "auth_token_path": head["token"], "ray_gpus_expected": len(nvml.gpus),
+                                           "node_names": [name, f"{head['ip']}/gpu1"]})
+        print("msg:", missing.get("msg"))
+        assert missing.get("failed") and f"Ray lists no alive node with name {head['ip']}/gpu1" in missing["msg"]
