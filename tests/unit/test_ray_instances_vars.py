@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The ray role's names, ports and shares of a host's node instances (ray_node_instances), as Ansible computes them
+from roles/ray/vars/main.yml, and the same for a host's one node (what every earlier release wrote)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+SHOWN = ("{{ {'instances': __ray_instances, 'units': __ray_units, 'configs': __ray_config_paths, 'first': {"
+         "'unit': __ray_unit, 'config': __ray_config_path, 'temp': __ray_temp_dir, 'container': __ray_container_name,"
+         " 'node_name': __ray_node_name, 'cpus': __ray_node_cpus,"
+         " 'object_store': __ray_node_object_store}} | to_json }}")
+
+
+CASES = {
+    "one": {},
+    "one-named": {"ray_cluster_name": "teamb"},
+    "three": {"ray_cluster_name": "teamb",
+              "ray_node_instances": [{"name": "gpu0", "gpus": [0]}, {"name": "gpu1", "gpus": [1]},
+                                     {"name": "gpu2", "gpus": ["GPU-2"]}]},
+}
+
+
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory) -> dict[str, dict]:
+    """The role's vars for one host per case (role defaults, then the case's host vars), from one local play."""
+    tmp = tmp_path_factory.mktemp("ray-vars")
+    play = [{
+        "hosts": "localhost", "gather_facts": False,
+        "vars": {**yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text()),
+                 **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()), **BASE},
+        "tasks": [{"ansible.builtin.copy": {"dest": str(tmp / f"{case}.json"), "mode": "0600", "content": SHOWN},
+                   "vars": extra} for case, extra in CASES.items()],
+    }]
+    (tmp / "play.yml").write_text(yaml.safe_dump(play))
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(tmp / "play.yml")],
+                          capture_output=True, text=True, check=False, cwd=tmp)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return {case: json.loads((tmp / f"{case}.json").read_text()) for case in CASES}
+
+
+BASE = {"ray_node_role": "worker", "ray_node_ip": "10.0.0.5",
+        "__ray_container_probe": {"cpus": 16, "memtotal_mb": 65536}}
+
+
+@pytest.mark.parametrize(("case", "ns"), [("one", ""), ("one-named", "-teamb")])
+def test_a_hosts_one_node_keeps_its_names_and_ports(computed, case, ns):
+    got = computed[case]
+    assert got["units"] == [f"ray{ns}-worker.service"] and got["configs"] == [f"/etc/rayfleet/ray{ns}-worker.json"]
+    assert got["first"] == {"unit": f"ray{ns}-worker.service", "config": f"/etc/rayfleet/ray{ns}-worker.json",
+                            "temp": f"/tmp/ray{ns}", "container": f"ray{ns}-worker", "node_name": "",
+                            "cpus": None, "object_store": None}
+    (one,) = got["instances"]
+    assert one["name"] == "" and one["ports"] == {
+        "gcs": 6379, "dashboard": 8265, "client_server": 10001, "object_manager": 8076, "node_manager": 8077,
+        "dashboard_agent_grpc": 8078, "runtime_env_agent": 8079, "metrics_export": 8080,
+        "dashboard_agent_listen": 52365, "min_worker": 10002, "max_worker": 11999}
+
+
+def test_three_instances_get_names_port_blocks_worker_port_slices_and_shares(computed):
+    got = computed["three"]
+    assert got["units"] == [f"ray-teamb-worker-gpu{i}.service" for i in range(3)]
+    assert got["configs"] == [f"/etc/rayfleet/ray-teamb-worker-gpu{i}.json" for i in range(3)]
+    assert got["first"]["temp"] == "/tmp/ray-teamb_gpu0" and got["first"]["node_name"] == "10.0.0.5/gpu0"
+    assert got["first"]["container"] == "ray-teamb-worker-gpu0"
+    assert got["first"]["cpus"] == 5 and got["first"]["object_store"] == int(65536 * 1048576 * 0.3 / 3)
+    ports = [i["ports"] for i in got["instances"]]
+    assert [p["node_manager"] for p in ports] == [8077, 8177, 8277]
+    assert [p["dashboard_agent_listen"] for p in ports] == [52365, 52465, 52565]
+    assert {p["gcs"] for p in ports} == {6379} and {p["client_server"] for p in ports} == {10001}
+    # 1998 worker ports in three slices of 666, in order, none shared
+    assert [(p["min_worker"], p["max_worker"]) for p in ports] == [(10002, 10667), (10668, 11333), (11334, 11999)]
+    assert [i["gpus"] for i in got["instances"]] == [[0], [1], ["GPU-2"]]
