@@ -421,19 +421,24 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _children(pid: int, proc: Path = Path("/proc")) -> list[tuple[int, str]]:
-    """(pid, name) of the processes whose parent is pid, from /proc/<pid>/stat ("pid (name) state ppid ...")."""
+def processes(proc: Path = Path("/proc")) -> list[tuple[int, str, str, int, int]]:
+    """(pid, name, state, ppid, pgrp) of every process, from /proc/<pid>/stat ("pid (name) state ppid pgrp ...")."""
     found = []
     for stat in proc.glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:  # gone meanwhile
             continue
-        name = text[text.find("(") + 1:text.rfind(")")]
         fields = text[text.rfind(")") + 1:].split()
-        if len(fields) > 1 and fields[1] == str(pid):
-            found.append((int(stat.parent.name), name))
+        if len(fields) > 2:
+            found.append((int(stat.parent.name), text[text.find("(") + 1:text.rfind(")")], fields[0], int(fields[1]),
+                          int(fields[2])))
     return sorted(found)
+
+
+def _children(pid: int, proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """(pid, name) of the processes whose parent is pid."""
+    return [(child, name) for child, name, _state, ppid, _pgrp in processes(proc) if ppid == pid]
 
 
 def _reap() -> None:

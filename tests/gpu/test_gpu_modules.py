@@ -27,7 +27,7 @@ import pytest
 from conftest import ROOT
 from rayfleet import gpu
 from rayfleet.nccl import interface_addresses
-from rayfleet.raynode import RayNodeSettings, auth_env
+from rayfleet.raynode import RayNodeSettings, auth_env, processes
 
 LIB = str(ROOT / "library_py")
 
@@ -84,18 +84,8 @@ def ray_bin(tmp_path_factory) -> str:
 
 
 def group_members(pgid: int) -> list[tuple[int, str]]:
-    """(pid, name) of the live processes in process group pgid, from /proc/<pid>/stat ("pid (name) state ppid
-    pgrp ...")."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = text[text.rfind(")") + 1:].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            found.append((int(stat.parent.name), text[text.find("(") + 1:text.rfind(")")]))
-    return sorted(found)
+    """(pid, name) of the live processes in process group pgid."""
+    return [(pid, name) for pid, name, state, _ppid, pgrp in processes() if pgrp == pgid and state != "Z"]
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> list[tuple[int, str]]:
@@ -127,34 +117,42 @@ def ray_head(ray_bin: str, min_gpus: int, ports: dict[str, int], **settings_extr
         "role": "head", "node_ip": ip, "ray_bin": ray_bin, "include_dashboard": False,
         "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": str(token),
         "ports": {**ports, "gcs": gcs}, **settings_extra})
-    config = base / "settings.json"
-    config.write_text(json.dumps(settings.to_dict()))
     env = lib_env()
-    with (base / "head.log").open("w") as log:
+    with ray_node(settings, base, "head.log") as proc:
+        address = f"{ip}:{gcs}"
+        started = time.monotonic()
+        # rayfleet.cluster's wait in its own process, as the modules run (Ray reads the token mode once)
+        wait = subprocess.Popen([sys.executable, "-m", "rayfleet.cluster", "--address", address, "--min-nodes",
+                                 "1", "--min-gpus", str(min_gpus), "--timeout", "90", "--json",
+                                 "--auth-token-path", str(token)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        while wait.poll() is None and proc.poll() is None:
+            time.sleep(0.5)
+        if wait.returncode != 0:
+            wait.kill()
+            _out, err = wait.communicate()
+            raise AssertionError(f"the head did not register (ray start: {proc.poll()}): {err[-2000:]}\n"
+                                 f"{(base / 'head.log').read_text()[-4000:]}")
+        state = json.loads(wait.stdout.read())
+        print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: "
+              f"{shlex.join(settings.start_args())}")
+        yield {"address": address, "ip": ip, "token": str(token), "state": state, "proc": proc,
+               "log": base / "head.log"}
+
+
+@contextlib.contextmanager
+def ray_node(settings: RayNodeSettings, base: Path, log_name: str, stop_timeout: float = 10.0):
+    """`python -m rayfleet.raynode exec` on these settings (the ray role's ExecStart), in a session of its own, its
+    output in base/log_name; stopped as its unit stops it on leaving."""
+    config = base / f"{log_name}.settings.json"
+    config.write_text(json.dumps(settings.to_dict()))
+    with (base / log_name).open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=lib_env())
         try:
-            address = f"{ip}:{gcs}"
-            started = time.monotonic()
-            # rayfleet.cluster's wait in its own process, as the modules run (Ray reads the token mode once)
-            wait = subprocess.Popen([sys.executable, "-m", "rayfleet.cluster", "--address", address, "--min-nodes",
-                                     "1", "--min-gpus", str(min_gpus), "--timeout", "90", "--json",
-                                     "--auth-token-path", str(token)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            while wait.poll() is None and proc.poll() is None:
-                time.sleep(0.5)
-            if wait.returncode != 0:
-                wait.kill()
-                _out, err = wait.communicate()
-                raise AssertionError(f"the head did not register (ray start: {proc.poll()}): {err[-2000:]}\n"
-                                     f"{(base / 'head.log').read_text()[-4000:]}")
-            state = json.loads(wait.stdout.read())
-            print(f"\nRay head up in {time.monotonic() - started:.1f} s at {address}: "
-                  f"{shlex.join(settings.start_args())}")
-            yield {"address": address, "ip": ip, "token": str(token), "state": state, "proc": proc,
-                   "log": base / "head.log"}
+            yield proc
         finally:
-            stop(proc)
+            stop(proc, timeout=stop_timeout)
 
 
 @pytest.fixture(scope="session")
@@ -342,15 +340,8 @@ def ray_worker(ray_bin: str, head: dict, name: str, ports: dict[str, int], **set
         "role": "worker", "node_ip": head["ip"], "ray_bin": ray_bin, "head_address": head["address"],
         "node_name": name, "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": head["token"],
         "ports": ports, **settings_extra})
-    config = base / "settings.json"
-    config.write_text(json.dumps(settings.to_dict()))
-    with (base / "worker.log").open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rayfleet.raynode", "exec", "--config", str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=lib_env())
-        try:
-            yield {"proc": proc, "log": base / "worker.log"}
-        finally:
-            stop(proc, timeout=30)
+    with ray_node(settings, base, "worker.log", stop_timeout=30) as proc:
+        yield {"proc": proc, "log": base / "worker.log"}
 
 
 def test_a_named_node_beside_the_head_is_found_by_its_name(nvml, ray_bin, head):
