@@ -36,9 +36,17 @@ def _settings_mtimes(host) -> str:
         (["-e", '{"ray_node_instances": [{"name": "a"}, {"name": "a"}, {"name": "Head"}]}'],
          ["ray on {sandbox}-worker1: ray_node_instances", "the name a is given twice", 'item 3 has the name \\"Head\\"',
           "ray_runtime is host (instances run in containers)", "this host is the head (instances are workers)"]),
+        (["-e", '{"ray_node_instance_slots": 5, "ray_node_instances": [{"name": "a", "slot": 5}, {"name": "b", '
+                '"slot": 0}, {"name": "c", "slot": "x"}, {"name": "d", "slot": 0}]}'],
+         ["ray on {sandbox}-worker1: ray_node_instances", "a: slot 5, but the host has 5 slots (0 to 4",
+          'c: slot \\"x\\" is not a whole number >= 0', "d: slot 0 is taken by another instance too"]),
+        (["-e", '{"ray_node_instance_slots": 1, "ray_node_instances": [{"name": "a"}, {"name": "b"}]}'],
+         ["ray on {sandbox}-worker1: ray_node_instances", "ray_node_instance_slots is 1 (null, or a whole number "
+          ">= the 2 instances)"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
-         "unreachable-nfs-server", "nfs-implementation", "node-instances"],
+         "unreachable-nfs-server", "nfs-implementation", "node-instances", "node-instance-slots",
+         "node-instance-slots-too-few"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)

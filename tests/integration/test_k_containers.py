@@ -233,11 +233,13 @@ def instances_by_name(head, ip: str, names: set[str], timeout: float = 90) -> di
         time.sleep(2)
 
 
-def on_worker2(*names: str) -> str:
-    """-e ray_node_instances for worker2 alone (the head and worker1 keep their one node each)."""
-    listed = json.dumps([{"name": name} for name in names])
+def on_worker2(*names: str, slots: dict[str, int] | None = None) -> str:
+    """-e ray_node_instances for worker2 alone (the head and worker1 keep their one node each); with slots, worker2
+    is cut into 2 fixed slots and each instance takes the one given."""
+    listed = json.dumps([{"name": name, **({"slot": slots[name]} if slots else {})} for name in names])
     here = "inventory_hostname is search('worker2$')"
     return json.dumps({"ray_node_instances": f"{{{{ {listed} if {here} else [] }}}}",
+                       **({"ray_node_instance_slots": 2} if slots else {}),
                        # worker2's instances share its CPUs; the others keep the sandbox's ray_num_cpus (group_vars)
                        "ray_num_cpus": f"{{{{ none if {here} else {SANDBOX_CPUS} }}}}"})
 
@@ -314,6 +316,32 @@ def test_two_node_instances_on_worker2_then_one(boxed):
     assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == "ray-worker-a"
 
 
+def test_fixed_slots_leave_the_other_instance_running(boxed):
+    """ray_node_instance_slots with each instance's slot: taking one instance out leaves the other untouched - the
+    same Ray node, its settings file not rewritten, its container not restarted - where without fixed slots it would
+    take the whole host's share and restart (the test before)."""
+    head, worker2, ip = boxed["head"], boxed["worker2"], boxed["ip"]
+    slots = {"a": 0, "b": 1}
+    proc = play("-e", on_worker2("a", "b", slots=slots))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    nodes = instances_by_name(head, ip, {"a", "b"})
+    cpus = int(worker2.check_output("nproc"))
+    assert nodes[f"{ip}/b"]["resources_total"]["CPU"] == max(cpus // 2, 1)
+    settings = "/etc/rayfleet/ray-worker-b.json"
+    before = (worker2.check_output(f"stat -c %Y {settings}"), worker2.check_output(f"cat {settings}"),
+              worker2.check_output("sudo podman inspect --format '{{.State.StartedAt}}' ray-worker-b"))
+    one = play("-e", on_worker2("b", slots=slots))
+    assert one.returncode == 0, one.stdout[-4000:]
+    left = instances_by_name(head, ip, {"b"})
+    assert left[f"{ip}/b"]["node_id"] == nodes[f"{ip}/b"]["node_id"]
+    assert left[f"{ip}/b"]["resources_total"]["CPU"] == max(cpus // 2, 1)
+    assert (worker2.check_output(f"stat -c %Y {settings}"), worker2.check_output(f"cat {settings}"),
+            worker2.check_output("sudo podman inspect --format '{{.State.StartedAt}}' ray-worker-b")) == before
+    assert json.loads(before[1])["ports"]["node_manager"] == 8177
+    assert not worker2.file("/etc/systemd/system/ray-worker-a.service").exists
+    assert worker2.check_output("sudo podman ps -a --format '{{.Names}}'") == "ray-worker-b"
+
+
 def back_to_the_host_venv(state: dict, engine: str) -> None:
     """ray.yml without the container settings: the engine's container goes, the node runs from the host venv."""
     head, worker2, ip = state["head"], state["worker2"], state["ip"]
@@ -323,8 +351,9 @@ def back_to_the_host_venv(state: dict, engine: str) -> None:
     state["back"] = True
     assert worker2.check_output(f"sudo {engine} ps -a --format '{{{{.Names}}}}'") == ""
     assert not worker2.file(RECORD).exists
-    # and a node instance left from the test before (podman: instance a) is gone with its unit
-    assert not worker2.file("/etc/systemd/system/ray-worker-a.service").exists
+    # and a node instance left from the tests before (podman: instance b) is gone with its unit
+    for name in "ab":
+        assert not worker2.file(f"/etc/systemd/system/ray-worker-{name}.service").exists
     exe, contained, _user = raylet(worker2)
     assert exe.startswith(VENV) and not contained
     assert ids_by_ip(head)[ip] != old

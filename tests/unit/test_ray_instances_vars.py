@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOWN = ("{{ {'instances': __ray_instances, 'units': __ray_units, 'configs': __ray_config_paths, 'first': {"
          "'unit': __ray_unit, 'config': __ray_config_path, 'temp': __ray_temp_dir, 'container': __ray_container_name,"
          " 'node_name': __ray_node_name, 'cpus': __ray_node_cpus,"
-         " 'object_store': __ray_node_object_store}, 'unwanted': __ray_unwanted | map(attribute='unit') | list}"
-         " | to_json }}")
+         " 'object_store': __ray_node_object_store}, 'unwanted': __ray_unwanted | map(attribute='unit') | list,"
+         " 'firewall_ports': __firewall_instance_ports} | to_json }}")
 
 
 # What the validate step's clusters probe read on the host: this cluster's plain worker, its instances gpu0 and
@@ -32,6 +32,12 @@ CASES = {
     "three": {"ray_cluster_name": "teamb",
               "ray_node_instances": [{"name": "gpu0", "gpus": [0]}, {"name": "gpu1", "gpus": [1]},
                                      {"name": "gpu2", "gpus": ["GPU-2"]}]},
+    # an 8-GPU host cut into 4 slots, two of them taken; then one of the two taken out
+    "slots": {"ray_node_instance_slots": 4, "ray_node_instances": [{"name": "gpu1", "gpus": [1], "slot": 1},
+                                                                   {"name": "gpu3", "gpus": [3], "slot": 3}]},
+    "slots-one-left": {"ray_node_instance_slots": 4, "ray_node_instances": [{"name": "gpu3", "gpus": [3], "slot": 3}]},
+    "two-by-place": {"ray_node_instances": [{"name": "a"}, {"name": "b"}]},
+    "one-left-by-place": {"ray_node_instances": [{"name": "b"}]},
     "probed-instances": {"ray_node_instances": [{"name": "gpu0"}],
                          "__ray_clusters_probe": {"stdout_lines": [json.dumps(PROBED)]}},
     "probed-head": {"ray_node_role": "head", "__ray_clusters_probe": {"stdout_lines": [json.dumps(PROBED)]}},
@@ -45,7 +51,8 @@ def computed(tmp_path_factory) -> dict[str, dict]:
     play = [{
         "hosts": "localhost", "gather_facts": False,
         "vars": {**yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text()),
-                 **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()), **BASE},
+                 **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()),
+                 **yaml.safe_load((ROOT / "roles/firewall/vars/main.yml").read_text()), **BASE},
         "tasks": [{"ansible.builtin.copy": {"dest": str(tmp / f"{case}.json"), "mode": "0600", "content": SHOWN},
                    "vars": extra} for case, extra in CASES.items()],
     }]
@@ -97,3 +104,31 @@ def test_nodes_no_longer_wanted_are_this_clusters_alone(computed):
     assert computed["one"]["unwanted"] == []
     assert computed["probed-instances"]["unwanted"] == ["ray-worker.service", "ray-worker-gpu9.service"]
     assert computed["probed-head"]["unwanted"] == ["ray-worker-gpu0.service", "ray-worker-gpu9.service"]
+
+
+def test_fixed_slots_keep_the_remaining_instance_as_it_was(computed):
+    """With ray_node_instance_slots and each instance's slot set, an instance's ports, worker ports and shares are its
+    slot's: taking another instance out changes nothing of it (its settings stay the same, so it is not restarted)."""
+    two, one = computed["slots"], computed["slots-one-left"]
+    assert [(i["name"], i["slot"]) for i in two["instances"]] == [("gpu1", 1), ("gpu3", 3)]
+    ports = [i["ports"] for i in two["instances"]]
+    assert [p["node_manager"] for p in ports] == [8177, 8377]
+    # 1998 worker ports in 4 slices of 499; slots 1 and 3
+    assert [(p["min_worker"], p["max_worker"]) for p in ports] == [(10501, 10999), (11499, 11997)]
+    assert two["first"]["cpus"] == 4 and two["first"]["object_store"] == int(65536 * 1048576 * 0.3 / 4)
+    assert one["instances"][0]["ports"] == two["instances"][1]["ports"]
+    assert (one["first"]["cpus"], one["first"]["object_store"]) == (two["first"]["cpus"], two["first"]["object_store"])
+    # the firewall opens each instance's node ports (slot 0's are the single ones, always open)
+    assert sorted(two["firewall_ports"]) == sorted([p + 100 * s for s in (1, 3) for p in
+                                                    (8076, 8077, 8078, 8079, 8080, 52365)])
+    assert sorted(one["firewall_ports"]) == [8376, 8377, 8378, 8379, 8380, 52665]
+
+
+def test_without_fixed_slots_the_remaining_instance_changes(computed):
+    """The default (one slot per instance, by place in the list): taking the first of two out moves the second into
+    slot 0 with the whole host - its settings change, which restarts it. The README says so."""
+    two, one = computed["two-by-place"], computed["one-left-by-place"]
+    assert [i["slot"] for i in two["instances"]] == [0, 1] and one["instances"][0]["slot"] == 0
+    assert one["instances"][0]["ports"] != two["instances"][1]["ports"]
+    assert (two["first"]["cpus"], one["first"]["cpus"]) == (8, 16)
+    assert two["firewall_ports"] == [8176, 8177, 8178, 8179, 8180, 52465] and one["firewall_ports"] == []
