@@ -46,8 +46,9 @@ image: deps
 	tools/sandbox.py image
 
 # The Ray node image of containerized nodes (images/ray-node on the sandbox host image, Ray at the ray role's
-# version) in two tags, saved in .cache/images/ for the ray role to load (ray_container_image_archive)
-node-image: image venv
+# version, with the wheelhouse's torch) in two tags, saved in .cache/images/ for the ray role to load
+# (ray_container_image_archive)
+node-image: image venv wheels
 	tools/sandbox.py node-image
 
 # The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.

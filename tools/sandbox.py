@@ -173,12 +173,25 @@ def build_image(force: bool = False) -> str:
     return IMAGE
 
 
-def ray_version() -> str:
-    """The ray role's pinned Ray version (roles/ray/defaults/main.yml)."""
-    for line in (ROOT / "roles/ray/defaults/main.yml").read_text().splitlines():
-        if line.startswith("ray_version:"):
+def role_default(role: str, name: str) -> str:
+    """A role's pinned default (roles/<role>/defaults/main.yml), e.g. ray_version."""
+    for line in (ROOT / f"roles/{role}/defaults/main.yml").read_text().splitlines():
+        if line.startswith(f"{name}:"):
             return line.split(":", 1)[1].strip().strip("'\"")
-    raise SandboxError("roles/ray/defaults/main.yml: no ray_version")
+    raise SandboxError(f"roles/{role}/defaults/main.yml: no {name}")
+
+
+def ray_version() -> str:
+    return role_default("ray", "ray_version")
+
+
+def torch_wheel() -> Path:
+    """The wheelhouse's CPU build of the pytorch role's pinned torch (make wheels)."""
+    version = role_default("pytorch", "pytorch_version")
+    found = sorted(WHEELHOUSE.glob(f"torch-{version}[-+]*.whl"))
+    if not found:
+        raise SandboxError(f"no torch {version} wheel in {WHEELHOUSE}: run make wheels")
+    return found[0]
 
 
 def node_image_archive() -> Path:
@@ -186,12 +199,14 @@ def node_image_archive() -> Path:
 
 
 def node_image_key(version: str) -> str:
-    """What the node image is built from: its Containerfile, Ray's version, the host image and the CA certificates.
+    """What the node image is built from: its Containerfile, Ray's version, the torch wheel, the host image and the CA
+    certificates.
     Images and archive carry it, so a rebuild happens only when one of them changed (a fresh clone on the same
     machine reuses podman's images and only saves the archive again)."""
     digest = hashlib.sha256()
     digest.update((ROOT / "images/ray-node/Containerfile").read_bytes())
     digest.update(version.encode())
+    digest.update(torch_wheel().name.encode())
     digest.update(podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip().encode())
     for cert in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt")):
         digest.update(cert.name.encode() + cert.read_bytes())
@@ -225,6 +240,16 @@ def build_node_image(force: bool = False) -> dict[str, str]:
                 shutil.copy(cert, ctx / "ca-certificates" / cert.name)
             podman("build", "--quiet", "--build-arg", f"BASE={IMAGE}", "--build-arg", f"RAY_VERSION={version}",
                    "--label", f"{NODE_IMAGE_KEY_LABEL}={key}", "--tag", tags["image"], str(ctx))
+            # torch (the sandbox's CPU build, as the hosts' venvs have it): what an ML team's node image carries, and
+            # what the preflight's collective needs on a container node
+            wheel = torch_wheel()
+            shutil.copy(wheel, ctx / wheel.name)
+            (ctx / "Containerfile").write_text(
+                f"FROM {tags['image']}\nCOPY {wheel.name} /tmp/\n"
+                f"RUN PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/ray/bin/pip install --no-cache-dir -q "
+                f"/tmp/{wheel.name} && rm /tmp/{wheel.name}\n")
+            podman("build", "--quiet", "--label", f"{NODE_IMAGE_KEY_LABEL}={key}", "--tag", tags["image"], str(ctx))
+            (ctx / wheel.name).unlink()
             (ctx / "Containerfile").write_text(f"FROM {tags['image']}\nLABEL io.rayfleet.revision=2\n")
             podman("build", "--quiet", "--tag", tags["next"], str(ctx))
     IMAGE_CACHE.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,9 @@
 runs its Ray node in a podman container of the node image (images/ray-node, built by `tools/sandbox.py node-image`
 and loaded from its archive: the sandbox has no registry), in the same cluster as the head and worker1, which stay
 on the host venv (tests/integration/files/containers.yml picks the mode per host). The same systemd unit name and
-ray_node contract; a re-run changes nothing; a killed container comes back; a new tag upgrades the node; bad images
-and GPU lists fail before anything changes; the node goes back to the host venv. No GPU here: the GPU half (CDI,
+ray_node contract; a re-run changes nothing; the preflight's collective runs a rank inside the container (the node
+image has the sandbox's CPU torch); a killed container comes back; a new tag upgrades the node; bad images and GPU
+lists fail before anything changes; several instances and fixed slots; the node goes back to the host venv. No GPU here: the GPU half (CDI,
 one GPU per container, gpu_check inside the container) is unit-tested only (tests/unit/test_gpu.py)."""
 
 from __future__ import annotations
@@ -177,6 +178,29 @@ def test_a_killed_container_is_started_again_by_systemd(boxed):
     killed_container_comes_back(boxed, "podman")
 
 
+def preflight_across(report_dir, want: dict[str, str], *extra: str) -> dict:
+    """preflight.yml with worker2's nodes in containers: it passes, and the collective had one rank on each Ray node
+    (want: node id -> node name), worker2's inside their containers (the image's torch, host networking, the
+    firewall's ports); returns the report."""
+    proc = run_playbook("preflight.yml", "-e", f"preflight_report_dir={report_dir}", *extra)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    result = json.loads((report_dir / "result.json").read_text())
+    assert result["ok"] and result["collective"]["ok"], result.get("problems") or result["collective"]["problems"]
+    assert result["collective"]["backend"] == "gloo" and result["collective"]["world_size"] == len(want)
+    assert sorted(n["node_id"] for n in result["collective"]["nodes"]) == sorted(want), result["collective"]["nodes"]
+    assert not any(r["wrong"] for r in result["collective"]["rows"])
+    assert result["cluster"]["alive_nodes"] == len(want)
+    return result
+
+
+def test_the_preflight_passes_across_the_container_node(boxed, tmp_path):
+    head, ip = boxed["head"], boxed["ip"]
+    ids = ids_by_ip(head)
+    result = preflight_across(tmp_path, {node_id: node for node, node_id in ids.items()})
+    ranks = {n["node_id"]: n for n in result["collective"]["nodes"]}
+    assert ranks[ids[ip]]["ip"] == ip
+
+
 def test_a_stopped_container_node_lets_its_running_task_finish(request, boxed):
     """`podman stop` signals the container's PID 1 (rayfleet.raynode exec) only: Ray drains the node first."""
     del boxed
@@ -244,7 +268,7 @@ def on_worker2(*names: str, slots: dict[str, int] | None = None) -> str:
                        "ray_num_cpus": f"{{{{ none if {here} else {SANDBOX_CPUS} }}}}"})
 
 
-def test_two_node_instances_on_worker2_then_one(boxed):
+def test_two_node_instances_on_worker2_then_one(boxed, tmp_path):
     """ray_node_instances: two Ray nodes of the cluster on worker2, each in a container of its own with its own unit,
     settings, ports, temp dir, half the host's CPUs and Ray node name <ip>/<name>; the single node they replace is
     stopped and removed. A re-run changes nothing; logs.yml, the firewall and down.yml act on both. Taking an instance
@@ -279,6 +303,10 @@ def test_two_node_instances_on_worker2_then_one(boxed):
     assert rerun.returncode == 0 and set(changed(rerun).values()) == {0}, changed_tasks(rerun)
     assert {k: n["node_id"] for k, n in instances_by_name(head, ip, {"a", "b"}).items()} == \
         {k: n["node_id"] for k, n in nodes.items()}
+    # the preflight: four Ray nodes, four ranks of the collective, two of them in worker2's two containers
+    others = {n["node_id"]: n["node_ip"] for n in ray_nodes(head, node_ip(head))
+              if n["state"] == "ALIVE" and n["node_ip"] != ip}
+    preflight_across(tmp_path, {**others, **{n["node_id"]: name for name, n in nodes.items()}}, "-e", two)
     # logs.yml reads both instances' temp dirs and units; the firewall opens b's shifted ports and orders itself
     # before both units
     new_logs = run_playbook("logs.yml", "-e", two, "--limit", f"{SANDBOX}-worker2")
