@@ -5,8 +5,9 @@ and loaded from its archive: the sandbox has no registry), in the same cluster a
 on the host venv (tests/integration/files/containers.yml picks the mode per host). The same systemd unit name and
 ray_node contract; a re-run changes nothing; the preflight's collective runs a rank inside the container (the node
 image has the sandbox's CPU torch); a killed container comes back; a new tag upgrades the node; bad images and GPU
-lists fail before anything changes; several instances and fixed slots; the node goes back to the host venv. No GPU here: the GPU half (CDI,
-one GPU per container, gpu_check inside the container) is unit-tested only (tests/unit/test_gpu.py)."""
+lists fail before anything changes; several instances and fixed slots; the node goes back to the host venv. No GPU
+here: the GPU half (CDI, one GPU per container, gpu_check inside the container) is unit-tested only
+(tests/unit/test_gpu.py)."""
 
 from __future__ import annotations
 
