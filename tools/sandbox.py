@@ -249,7 +249,7 @@ def build_node_image(force: bool = False) -> dict[str, str]:
                 f"RUN PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/ray/bin/pip install --no-cache-dir -q "
                 f"/tmp/{wheel.name} && rm /tmp/{wheel.name}\n")
             podman("build", "--quiet", "--label", f"{NODE_IMAGE_KEY_LABEL}={key}", "--tag", tags["image"], str(ctx))
-            (ctx / wheel.name).unlink()
+            (ctx / wheel.name).unlink()  # not sent again as the next build's context
             (ctx / "Containerfile").write_text(f"FROM {tags['image']}\nLABEL io.rayfleet.revision=2\n")
             podman("build", "--quiet", "--tag", tags["next"], str(ctx))
     IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
