@@ -43,10 +43,13 @@ def _settings_mtimes(host) -> str:
         (["-e", '{"ray_node_instance_slots": 1, "ray_node_instances": [{"name": "a"}, {"name": "b"}]}'],
          ["ray on {sandbox}-worker1: ray_node_instances", "ray_node_instance_slots is 1 (null, or a whole number "
           ">= the 2 instances)"]),
+        (["-e", "ray_node_ip=cafe"], ['ray_node_ip on {sandbox}-worker1 is \\"cafe\\"; expected this host\'s IP address']),
+        (["-e", "ray_version=2.51.1"],
+         ["ray on {sandbox}-head: ray_version 2.51.1 with ray_auth_mode token", "Expected ray_version >= 2.52"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "node-instances", "node-instance-slots",
-         "node-instance-slots-too-few"],
+         "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)

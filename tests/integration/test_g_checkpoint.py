@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from conftest import (
     DASHBOARD,
     RAY,
+    RAY_DEFAULTS,
     ROOT,
     SANDBOX,
     ansible_env,
@@ -37,13 +38,17 @@ pytestmark = pytest.mark.extended
 
 BUCKET = "rayfleet-checkpoints"
 SECRET = "s3cr3t-rayfleet-ckpt-0123456789"
+PAUSE_S = 3
+# A stopped worker drains for ray_stop_drain_s: Ray lets its training go on that long, then ends it. The run is
+# long enough after the stop (taken at the third checkpoint) to outlast the drain by 30 s, so it must move.
+EPOCHS = 3 + -(-(int(RAY_DEFAULTS["ray_stop_drain_s"]) + 30) // PAUSE_S)
 TRAIN = r'''
 import json, os, tempfile, time
 import ray, ray.train
 from ray.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-EPOCHS = 8
+EPOCHS = EPOCHS_HERE
 
 def loop(config):
     start = 0
@@ -62,7 +67,7 @@ def loop(config):
             ray.train.report(state, checkpoint=Checkpoint.from_directory(d))
 
 trainer = TorchTrainer(
-    loop, train_loop_config={"pause": 3.0},
+    loop, train_loop_config={"pause": PAUSE_HERE},
     # the custom resource keeps the training worker off the head (the test stops the worker's node)
     scaling_config=ScalingConfig(num_workers=1, use_gpu=False, resources_per_worker={"CPU": 1, "trainer": 1}),
     run_config=RunConfig(storage_path=os.environ["RAYFLEET_CHECKPOINT_URI"], name="RUN_NAME",
@@ -135,8 +140,9 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
     by_ip = {ip: name for name, ip in ips.items()}
     head_ip = node_ip(head)
     run = f"resume-{int(time.time())}"
+    train = TRAIN.replace("RUN_NAME", run).replace("EPOCHS_HERE", str(EPOCHS)).replace("PAUSE_HERE", str(PAUSE_S))
     podman("exec", container(f"{SANDBOX}-head"), "sh", "-c",
-           f"mkdir -p /tmp/ckptjob && cat > /tmp/ckptjob/train.py <<'EOF'\n{TRAIN.replace('RUN_NAME', run)}\nEOF")
+           f"mkdir -p /tmp/ckptjob && cat > /tmp/ckptjob/train.py <<'EOF'\n{train}\nEOF")
     submit = head.run(f"cd /tmp && {RAY} job submit --address {DASHBOARD} --submission-id {run} "
                       "--working-dir /tmp/ckptjob --no-wait -- python train.py")
     assert submit.rc == 0, submit.stdout + submit.stderr
@@ -161,7 +167,7 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
     assert victim != f"{SANDBOX}-head", "the training worker ran on the head despite the trainer resource"
     podman("exec", container(victim), "systemctl", "stop", "ray-worker.service")
     try:
-        deadline = time.monotonic() + 420
+        deadline = time.monotonic() + 420 + EPOCHS * PAUSE_S
         status = ""
         while time.monotonic() < deadline:
             status = head.run(f"cd /tmp && {RAY} job status --address {DASHBOARD} {run}").stdout
@@ -172,11 +178,12 @@ def test_a_run_resumes_on_another_node_from_the_stores_checkpoint(request, store
         logs = head.run(f"cd /tmp && {RAY} job logs --address {DASHBOARD} {run}").stdout
         assert f"job '{run}' succeeded" in status, f"{status}\n{logs[-4000:]}"
         result = json.loads(logs.split("RESULT ", 1)[1].splitlines()[0])
-        assert result["epoch"] == 7
+        assert result["epoch"] == EPOCHS - 1
         assert result["node"] != first["node"] and by_ip[result["node"]] != victim, result
-        # resumed from a checkpoint the stopped node wrote, read back from the store, not from the start (the
-        # newest one it uploaded may not have been registered by Ray Train before the node went down)
-        assert 2 <= result["resumed_from"] <= first["epoch"] + 1, (first, result)
+        # resumed from a checkpoint the stopped node wrote (before or while it drained), read back from the store, not
+        # from the start (the newest one it uploaded may not have been registered by Ray Train before it ended)
+        on_victim = [s["epoch"] for s in states() if s["node"] == first["node"]]
+        assert first["epoch"] <= result["resumed_from"] <= max(on_victim) + 1, (first, on_victim, result)
         assert {s["node"] for s in states() if s["epoch"] < result["resumed_from"]} == {first["node"]}
     finally:
         podman("exec", container(victim), "systemctl", "start", "ray-worker.service")

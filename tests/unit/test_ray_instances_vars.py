@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The ray role's names, ports and shares of a host's node instances (ray_node_instances), as Ansible computes them
-from roles/ray/vars/main.yml, and the same for a host's one node (what every earlier release wrote)."""
+"""The ray role's names, ports and shares of a host's node instances (ray_node_instances): the cluster plan's
+(plugins/plugin_utils/cluster_plan.py) as the role's vars (roles/ray/vars/main.yml) read it in Ansible, with the
+shares and nodes no longer wanted that the role derives from what it finds on the host; and the same for a host's one
+node (what every earlier release wrote)."""
 
 import json
 import subprocess
@@ -9,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import host_plan
 
 ROOT = Path(__file__).resolve().parents[2]
-
 
 SHOWN = ("{{ {'instances': __ray_instances, 'units': __ray_units, 'configs': __ray_config_paths, 'first': {"
          "'unit': __ray_unit, 'config': __ray_config_path, 'temp': __ray_temp_dir, 'container': __ray_container_name,"
@@ -44,9 +46,24 @@ CASES = {
 }
 
 
+def planned(extra: dict) -> dict:
+    """The cluster plan of one worker host with the role's defaults and the case's variables (as cluster_plan gets
+    them: rendered)."""
+    defaults = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+    rendered = {**defaults, **BASE, **{k: v for k, v in extra.items() if not k.startswith("__")}}
+    name = rendered.get("ray_cluster_name", "")
+    rendered["ray_temp_dir"] = "/tmp/ray" + (f"-{name}" if name else "")
+    rendered.setdefault("ray_runtime", "host")
+    if rendered.get("ray_node_instances"):
+        rendered["ray_runtime"] = "container"
+    gpu_host = any(i.get("gpus") for i in rendered.get("ray_node_instances") or [])
+    return host_plan("w", rendered, ["ray_worker", "gpu"] if gpu_host else ["ray_worker"])
+
+
 @pytest.fixture(scope="module")
 def computed(tmp_path_factory) -> dict[str, dict]:
-    """The role's vars for one host per case (role defaults, then the case's host vars), from one local play."""
+    """The role's vars for one host per case (role defaults, then the case's host vars, then its plan), from one
+    local play."""
     tmp = tmp_path_factory.mktemp("ray-vars")
     play = [{
         "hosts": "localhost", "gather_facts": False,
@@ -54,7 +71,8 @@ def computed(tmp_path_factory) -> dict[str, dict]:
                  **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()),
                  **yaml.safe_load((ROOT / "roles/firewall/vars/main.yml").read_text()), **BASE},
         "tasks": [{"ansible.builtin.copy": {"dest": str(tmp / f"{case}.json"), "mode": "0600", "content": SHOWN},
-                   "vars": extra} for case, extra in CASES.items()],
+                   "vars": {**extra, "__ray_plan_result": {"host": planned(extra)}}}
+                  for case, extra in CASES.items()],
     }]
     (tmp / "play.yml").write_text(yaml.safe_dump(play))
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",

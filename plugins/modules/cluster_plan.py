@@ -1,0 +1,243 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cluster_plan
+short_description: Check a host's Ray settings and compute its nodes and the cluster's, on the controller
+description:
+  - Runs on the controller only (an action plugin); nothing is sent to the host.
+  - Checks the host's C(ray_*) variables and computes its Ray nodes - one, or one per item of C(ray_node_instances) -
+    with each node's slot, ports, worker port slice, unit, container name, settings and record paths, temp dir and
+    Ray node name; and the cluster's members (C(ray_head) then C(ray_worker)), their IPs and every node Ray must list
+    alive.
+  - Every problem found fails the task at once, each naming the variable and the host and saying what was expected,
+    before anything changes on any host.
+  - IP addresses are checked with Python's C(ipaddress); C(ray_version) must be a PEP 440 release, at least 2.52 when
+    C(ray_auth_mode) is C(token) (older Ray ignores token authentication).
+  - The ray role runs it in its validate step and registers the result; its tasks, the cluster check and the
+    preflight read it.
+version_added: "0.1.0"
+author:
+  - rayfleet authors (@rayfleet)
+options:
+  ray_node_role:
+    description: C(head) or C(worker).
+    type: str
+    required: true
+  ray_node_ip:
+    description: The host's IP address on the cluster network.
+    type: str
+    required: true
+  ray_version:
+    description: The Ray release the host runs (PEP 440).
+    type: str
+    required: true
+  ray_auth_mode:
+    description: C(token) or C(disabled).
+    type: str
+    required: true
+  ray_cluster_name:
+    description: The cluster's name in unit and file names (empty for the host's one unnamed cluster).
+    type: str
+    default: ""
+  ray_runtime:
+    description: C(host) or C(container).
+    type: str
+    default: host
+  ray_num_cpus:
+    description: CPUs Ray offers on the node (null - what Ray detects).
+    type: raw
+  ray_num_gpus:
+    description: GPUs Ray offers on the node (null - what Ray detects).
+    type: raw
+  ray_object_store_memory:
+    description: Object store bytes (null - Ray's default); at least 75 MiB.
+    type: raw
+  ray_temp_dir:
+    description: Ray's temp dir (absolute).
+    type: str
+    required: true
+  ray_node_instances:
+    description: The host's several Ray nodes, each C({name, gpus[, slot]}); empty for its one node.
+    type: list
+    elements: raw
+    default: []
+  ray_node_instance_slots:
+    description: How many equal slots the host is cut into (null - one per instance).
+    type: raw
+  ray_node_instance_port_step:
+    description: How far each slot's node ports lie from the previous slot's.
+    type: raw
+    required: true
+  ray_gcs_port:
+    description: The head's GCS port.
+    type: raw
+    required: true
+  ray_dashboard_port:
+    description: The head's dashboard port.
+    type: raw
+    required: true
+  ray_client_server_port:
+    description: The head's Ray client port.
+    type: raw
+    required: true
+  ray_object_manager_port:
+    description: A node's object manager port (slot 0).
+    type: raw
+    required: true
+  ray_node_manager_port:
+    description: A node's node manager port (slot 0).
+    type: raw
+    required: true
+  ray_dashboard_agent_grpc_port:
+    description: A node's dashboard agent gRPC port (slot 0).
+    type: raw
+    required: true
+  ray_runtime_env_agent_port:
+    description: A node's runtime env agent port (slot 0).
+    type: raw
+    required: true
+  ray_metrics_export_port:
+    description: A node's metrics export port (slot 0).
+    type: raw
+    required: true
+  ray_dashboard_agent_listen_port:
+    description: A node's dashboard agent HTTP port (slot 0).
+    type: raw
+    required: true
+  ray_min_worker_port:
+    description: The first port of the host's worker port range.
+    type: raw
+    required: true
+  ray_max_worker_port:
+    description: The last port of the host's worker port range.
+    type: raw
+    required: true
+attributes:
+  action:
+    support: full
+    description: Computed by the action plugin on the controller.
+  check_mode:
+    support: full
+    description: Changes nothing; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Plan the Ray nodes (the ray role's tasks/plan.yml passes every variable it reads)
+  rayfleet.cluster.cluster_plan:
+    ray_node_role: worker
+    ray_node_ip: 10.0.0.5
+    ray_version: "2.60.0"
+    ray_auth_mode: token
+    ray_runtime: container
+    ray_temp_dir: /tmp/ray
+    ray_node_instances: [{name: gpu0, gpus: [0]}, {name: gpu1, gpus: [1]}]
+    ray_node_instance_port_step: 100
+    ray_gcs_port: 6379
+    ray_dashboard_port: 8265
+    ray_client_server_port: 10001
+    ray_object_manager_port: 8076
+    ray_node_manager_port: 8077
+    ray_dashboard_agent_grpc_port: 8078
+    ray_runtime_env_agent_port: 8079
+    ray_metrics_export_port: 8080
+    ray_dashboard_agent_listen_port: 52365
+    ray_min_worker_port: 10002
+    ray_max_worker_port: 11999
+  register: plan
+
+- name: Show the second instance's unit and node manager port
+  ansible.builtin.debug:
+    msg: "{{ plan.host.instances[1].unit }} {{ plan.host.instances[1].ports.node_manager }}"
+"""
+
+RETURN = r"""
+host:
+  description: This host's plan.
+  returned: success
+  type: dict
+  contains:
+    role:
+      description: C(head) or C(worker).
+      type: str
+      returned: success
+    node_ip:
+      description: The host's IP (normalized).
+      type: str
+      returned: success
+    ns:
+      description: C(-<ray_cluster_name>), or empty.
+      type: str
+      returned: success
+    slot_count:
+      description: How many slots the host is cut into.
+      type: int
+      returned: success
+    instances:
+      description:
+      - One per Ray node of the host, in C(ray_node_instances)' order (one unnamed item for the host's one node), each
+        with C(name), C(index), C(slot), C(gpus), C(ports) (every Ray port, the worker port slice as C(min_worker)/C(max_worker)),
+        C(label), C(suffix), C(unit), C(container_name), C(config_path), C(container_record), C(temp_dir) and C(node_name)
+        (C(<ip>/<name>), empty for the one node).
+      type: list
+      elements: dict
+      returned: success
+    units:
+      description: Every node's systemd unit.
+      type: list
+      elements: str
+      returned: success
+    config_paths:
+      description: Every node's settings file.
+      type: list
+      elements: str
+      returned: success
+    expected_nodes:
+      description: Ray node name -> inventory name of this host's nodes.
+      type: dict
+      returned: success
+    extra_ports:
+      description: The node ports of the instances beyond slot 0 (the firewall opens them).
+      type: list
+      elements: int
+      returned: success
+cluster:
+  description: The cluster as the inventory describes it.
+  returned: success
+  type: dict
+  contains:
+    members:
+      description: The head then the workers.
+      type: list
+      elements: str
+      returned: success
+    ips:
+      description: Inventory name -> cluster IP.
+      type: dict
+      returned: success
+    expected_nodes:
+      description: 'Every node Ray must list alive: node name -> inventory name.'
+      type: dict
+      returned: success
+    head:
+      description: The head's inventory name.
+      type: str
+      returned: success
+    head_ip:
+      description: The head's cluster IP.
+      type: str
+      returned: success
+problems:
+  description: Every problem found, each naming the host and the variable.
+  returned: failure
+  type: list
+  elements: str
+"""

@@ -1,0 +1,303 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""The cluster plan: each host's Ray nodes, and the nodes the cluster must list, computed from the inventory.
+
+Pure Python on the controller (the ``rayfleet.cluster.cluster_plan`` action calls it); roles and playbooks read the
+result instead of deriving the cluster's shape themselves. Every error names the variable and the host, and says
+what was expected: the action fails before anything changes.
+
+A host runs one Ray node, or several (``ray_node_instances``, container workers): the instance in slot *s* (its
+``slot``, else its place in the list) gets the single node's ports + *s* x ``ray_node_instance_port_step``, the
+*s*-th of ``slot_count`` equal slices of the worker port range, and its own unit, settings file, temp dir and Ray
+node name ``<ip>/<name>``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+# The ports every node of a host opens itself (shifted per instance slot); the others are the head's or the range.
+SHIFTED_PORTS = ("object_manager", "node_manager", "dashboard_agent_grpc", "runtime_env_agent", "metrics_export",
+                 "dashboard_agent_listen")
+HEAD_PORTS = ("gcs", "dashboard", "client_server")
+PORT_VARS = {name: "ray_%s_port" % name for name in HEAD_PORTS + SHIFTED_PORTS + ("min_worker", "max_worker")}
+# Ray ignores token authentication silently before this release
+TOKEN_AUTH_MIN_RAY = (2, 52)
+# Ray's own floor for the object store (ray start refuses less)
+MIN_OBJECT_STORE = 75 * 1024 * 1024
+INSTANCE_NAME = re.compile(r"^[a-z0-9]{1,15}$")
+GPU_ID = re.compile(r"^([0-9]+|(GPU|MIG)-[0-9A-Za-z/-]+)$")
+# PEP 440, public versions (the ray wheel's)
+PEP440 = re.compile(r"^([1-9][0-9]*!)?(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))*((a|b|rc)(0|[1-9][0-9]*))?"
+                    r"(\.post(0|[1-9][0-9]*))?(\.dev(0|[1-9][0-9]*))?$")
+
+
+class PlanError(ValueError):
+    """Bad input for the plan: every problem found, each naming the host and the variable."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__(" ".join(self.problems))
+
+
+def _json(value):
+    """A value as the operator wrote it (JSON-like), for messages."""
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _whole(value, minimum=0):
+    """value as an int when it is a whole number >= minimum (an int or its digits), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        return None
+    return number if number >= minimum else None
+
+
+def check_ip(value):
+    """The address text when value is an IPv4 or IPv6 address, else None."""
+    try:
+        return str(ipaddress.ip_address(str(value).strip()))
+    except ValueError:
+        return None
+
+
+def check_network(value):
+    """The network text when value is an address or a CIDR (host bits allowed), else None."""
+    try:
+        return str(ipaddress.ip_network(str(value).strip(), strict=False))
+    except ValueError:
+        return None
+
+
+def version_tuple(value):
+    """(major, minor, ...) of a PEP 440 version, or None when value is not one."""
+    text = str(value).strip()
+    if not PEP440.match(text):
+        return None
+    release = text.split("!")[-1]
+    return tuple(int(part) for part in re.match(r"^[0-9.]+", release).group(0).rstrip(".").split("."))
+
+
+def _instance_problems(v, is_gpu_host, role):
+    """The problems of ray_node_instances / ray_node_instance_slots / ray_node_instance_port_step (no host prefix)."""
+    out = []
+    if _whole(v.get("ray_node_instance_port_step"), 1) is None:
+        out.append("ray_node_instance_port_step is %s" % _json(v.get("ray_node_instance_port_step")))
+    items = v.get("ray_node_instances")
+    if items is None:
+        items = []
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, (list, tuple)):
+        return [*out, "not a list"]
+    slots_var = v.get("ray_node_instance_slots")
+    slots = None if slots_var is None else _whole(slots_var, 1)
+    slots_ok = slots_var is None or (slots is not None and slots >= len(items))
+    if not slots_ok:
+        out.append("ray_node_instance_slots is %s (null, or a whole number >= the %d instances)"
+                   % (_json(slots_var), len(items)))
+    slot_count = slots if slots_ok and slots is not None else len(items)
+    names, gpus_seen, slots_seen = [], [], []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) - {"name", "gpus", "slot"}:
+            out.append("item %d is not a mapping of name, gpus and slot" % (index + 1))
+            continue
+        name = str(item.get("name", ""))
+        if not INSTANCE_NAME.match(name) or name in ("head", "worker"):
+            out.append("item %d has the name %s" % (index + 1, _json(name)))
+        elif name in names:
+            out.append("the name %s is given twice" % name)
+        names.append(name)
+        gpus = item.get("gpus", [])
+        if isinstance(gpus, (str, bytes, dict)) or not isinstance(gpus, (list, tuple)):
+            out.append("%s: gpus is not a list" % name)
+        elif is_gpu_host and len(items) > 1 and not gpus:
+            out.append("%s: no gpus (this host is in group gpu: each instance names its own)" % name)
+        elif not is_gpu_host and gpus:
+            out.append("%s: gpus %s, but this host is not in group gpu" % (name, _json(gpus)))
+        else:
+            for gpu in (str(g) for g in gpus):
+                if not GPU_ID.match(gpu):
+                    out.append("%s: %s is not a GPU index or UUID" % (name, _json(gpu)))
+                elif gpu in gpus_seen:
+                    out.append("%s: GPU %s is also given to another instance" % (name, gpu))
+                gpus_seen.append(gpu)
+        slot_value = item.get("slot", index)
+        slot = _whole(slot_value)
+        if slot is None:
+            out.append("%s: slot %s is not a whole number >= 0" % (name, _json(slot_value)))
+            continue
+        if slots_ok and slot >= slot_count:
+            out.append("%s: slot %d, but the host has %d slots (0 to %d, ray_node_instance_slots)"
+                       % (name, slot, slot_count, slot_count - 1))
+        elif slot in slots_seen:
+            out.append("%s: slot %d is taken by another instance too" % (name, slot))
+        slots_seen.append(slot)
+    if items:
+        if role != "worker":
+            out.append("this host is the head (instances are workers)")
+        if v.get("ray_runtime", "host") != "container":
+            out.append("ray_runtime is %s (instances run in containers)" % v.get("ray_runtime", "host"))
+    return out
+
+
+INSTANCES_EXPECTED = (
+    "Expected a list of {name, gpus[, slot]} (name: lowercase letters and digits, at most 15, not head or worker, "
+    "each once; gpus: this host's GPU indices or UUIDs, on hosts of group gpu only, no GPU in two instances; slot: 0 "
+    "to ray_node_instance_slots - 1, each once, by default the place in the list), on a worker with ray_runtime "
+    "container, ray_node_instance_slots null or at least the number of instances, and ray_node_instance_port_step a "
+    "whole number >= 1. Nothing was changed.")
+
+
+def host_plan(host, v, groups=()):
+    """The plan of one host's Ray nodes from its ray_* variables (v), checked; raises PlanError naming each problem.
+
+    groups: the host's group names (group gpu decides whether instances may name GPUs)."""
+    problems = []
+    role = v.get("ray_node_role")
+    if role not in ("head", "worker"):
+        problems.append("ray on %s: ray_node_role is %s; expected head or worker." % (host, _json(role)))
+    node_ip = check_ip(v.get("ray_node_ip") or "")
+    if node_ip is None:
+        problems.append(
+            "ray_node_ip on %s is %s; expected this host's IP address on the cluster network (by default the address "
+            "of its default route; gather facts or set ray_node_ip)." % (host, _json(v.get("ray_node_ip"))))
+    version = version_tuple(v.get("ray_version", ""))
+    if version is None:
+        problems.append("ray on %s: ray_version is %s; expected a Ray release (a PEP 440 version such as 2.60.0)."
+                        % (host, _json(v.get("ray_version"))))
+    elif v.get("ray_auth_mode") == "token" and version[:2] < TOKEN_AUTH_MIN_RAY:
+        problems.append(
+            "ray on %s: ray_version %s with ray_auth_mode token; Ray before %d.%d ignores token authentication and "
+            "would run the cluster open. Expected ray_version >= %d.%d (or ray_auth_mode disabled, knowingly)."
+            % (host, v.get("ray_version"), *TOKEN_AUTH_MIN_RAY, *TOKEN_AUTH_MIN_RAY))
+    for var in ("ray_num_cpus", "ray_num_gpus"):
+        if v.get(var) is not None and _whole(v.get(var)) is None:
+            problems.append("ray on %s: %s is %s; expected a whole number >= 0, or null for what Ray detects."
+                            % (host, var, _json(v.get(var))))
+    store = v.get("ray_object_store_memory")
+    if store is not None and (_whole(store) is None or _whole(store) < MIN_OBJECT_STORE):
+        problems.append("ray on %s: ray_object_store_memory is %s; expected bytes, at least %d (75 MiB, Ray's floor), "
+                        "or null for Ray's default." % (host, _json(store), MIN_OBJECT_STORE))
+    temp_dir = v.get("ray_temp_dir")
+    if not isinstance(temp_dir, str) or not temp_dir.startswith("/") or any(c.isspace() for c in temp_dir):
+        problems.append("ray on %s: ray_temp_dir is %s; expected an absolute path without spaces."
+                        % (host, _json(temp_dir)))
+    instance_problems = _instance_problems(v, "gpu" in groups, role)
+    if instance_problems:
+        problems.append("ray on %s: ray_node_instances %s - %s. %s" % (
+            host, _json(v.get("ray_node_instances")), "; ".join(instance_problems), INSTANCES_EXPECTED))
+    base = {}
+    for name, var in PORT_VARS.items():
+        port = _whole(v.get(var))
+        if port is None:
+            problems.append("ray on %s: %s is %s; expected a port number 1-65535." % (host, var, _json(v.get(var))))
+        base[name] = port
+    if problems:
+        raise PlanError(problems)
+
+    items = v.get("ray_node_instances") or [{"name": ""}]
+    slots = v.get("ray_node_instance_slots")
+    slot_count = _whole(slots) if v.get("ray_node_instances") and slots is not None else max(len(items), 1)
+    step = _whole(v["ray_node_instance_port_step"])
+    span = (base["max_worker"] - base["min_worker"] + 1) // slot_count
+    ns = "-%s" % v["ray_cluster_name"] if v.get("ray_cluster_name") else ""
+    instances = []
+    for index, item in enumerate(items):
+        name = str(item.get("name", ""))
+        slot = _whole(item.get("slot", index))
+        ports = dict(base)
+        for key in SHIFTED_PORTS:
+            ports[key] = base[key] + slot * step
+        ports["min_worker"] = base["min_worker"] + slot * span
+        ports["max_worker"] = base["min_worker"] + (slot + 1) * span - 1
+        suffix = "-%s" % name if name else ""
+        stem = "ray%s-%s%s" % (ns, role, suffix)
+        instances.append({
+            "name": name, "index": index, "slot": slot, "gpus": list(item.get("gpus", [])), "ports": ports,
+            "label": name or role, "suffix": suffix, "unit": stem + ".service", "container_name": stem,
+            "config_path": "/etc/rayfleet/%s.json" % stem,
+            "container_record": "/etc/rayfleet/%s.container.json" % stem,
+            "temp_dir": v["ray_temp_dir"] + ("_%s" % name if name else ""),
+            "node_name": "%s/%s" % (node_ip, name) if name else "",
+        })
+    _check_ports(host, v, base, instances, span)
+    return {
+        "host": host,
+        "role": role,
+        "node_ip": node_ip,
+        "ns": ns,
+        "slot_count": slot_count,
+        "instances": instances,
+        "units": [i["unit"] for i in instances],
+        # The units of this cluster a node of this host may run under, whichever role it has now: the head's, and the
+        # worker's (or its instances') - the firewall starts before any of them
+        "any_role_units": ["ray%s-head.service" % ns] + (
+            [i["unit"] for i in instances] if role == "worker" and instances[0]["name"]
+            else ["ray%s-worker.service" % ns]),
+        "config_paths": [i["config_path"] for i in instances],
+        # What Ray must list alive for this host: its IP for its one node, <ip>/<name> for each instance
+        "expected_nodes": expected_of(host, node_ip, [i["name"] for i in instances if i["name"]]),
+        # The ports of the instances beyond slot 0 (slot 0's are the single node's): the firewall opens these too
+        "extra_ports": sorted({i["ports"][key] for i in instances if i["slot"] > 0 for key in SHIFTED_PORTS}),
+    }
+
+
+def _check_ports(host, v, base, instances, span):
+    single = [base[k] for k in HEAD_PORTS] + [i["ports"][k] for i in instances for k in SHIFTED_PORTS]
+    lo, hi = base["min_worker"], base["max_worker"]
+    if (all(1 <= p <= 65535 for p in single) and len(set(single)) == len(single) and lo >= 1 and hi <= 65535
+            and lo < hi and span >= 2 and not [p for p in single if lo <= p <= hi]):
+        return
+    shown = _json(instances[0]["ports"])
+    if len(instances) > 1:
+        shown += " and those of the other instances, %s" % _json([i["ports"] for i in instances[1:]])
+    more = ""
+    if v.get("ray_node_instances"):
+        more = (" (ray_node_instances: the instance in slot s has the ray_*_port values + s * "
+                "ray_node_instance_port_step %s, and the s-th of %d equal slices of the worker port range, each of 2 "
+                "ports at least; a larger step or range moves them apart)"
+                % (v.get("ray_node_instance_port_step"), len(instances) if v.get("ray_node_instance_slots") is None
+                   else v.get("ray_node_instance_slots")))
+    raise PlanError(["Ray ports on %s: %s; expected ports 1-65535, all different, ray_min_worker_port < "
+                     "ray_max_worker_port, and none of the others inside the worker port range%s."
+                     % (host, shown, more)])
+
+
+def expected_of(host, ip, instance_names):
+    """node name -> inventory name of what Ray must list alive for a host: ip -> host, or <ip>/<i> -> <host>/<i>."""
+    if not instance_names:
+        return {ip: host}
+    return {"%s/%s" % (ip, name): "%s/%s" % (host, name) for name in instance_names}
+
+
+def member_ip(host, hostvars):
+    """A cluster host's IP: its ray_node_ip where the inventory sets it, else its default-route address."""
+    found = hostvars.get("ray_node_ip") or ((hostvars.get("ansible_facts") or {}).get("default_ipv4") or {}).get(
+        "address") or ""
+    return check_ip(found) or found
+
+
+def cluster_members(head, workers, hostvars_of):
+    """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
+
+    hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_facts)."""
+    members = list(head) + [w for w in workers if w not in head]
+    ips, expected = {}, {}
+    for host in members:
+        hv = hostvars_of(host)
+        ips[host] = member_ip(host, hv)
+        names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
+        expected.update(expected_of(host, ips[host], names))
+    return {"members": members, "ips": ips, "expected_nodes": expected,
+            "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None}

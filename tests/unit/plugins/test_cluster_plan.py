@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cluster plan (plugins/plugin_utils/cluster_plan.py) as a Python function: what it checks, and the shape it
+computes for a host's nodes and the cluster's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    cluster_members,
+    host_plan,
+    version_tuple,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+
+
+def worker(**extra) -> dict:
+    """A worker's ray_* variables as the plan gets them (the role's defaults, rendered)."""
+    return {**DEFAULTS, "ray_node_role": "worker", "ray_node_ip": "10.0.0.5", "ray_temp_dir": "/tmp/ray",
+            "ray_cluster_name": "", **extra}
+
+
+def problems(extra: dict, groups=("ray_worker",)) -> str:
+    with pytest.raises(PlanError) as info:
+        host_plan("node7", worker(**extra), list(groups))
+    return str(info.value)
+
+
+@pytest.mark.parametrize(("ip", "ok"), [("10.1.2.3", True), ("fd00::5", True), ("cafe", False), ("10.1.2", False),
+                                        ("300.1.2.3", False), ("", False), ("10.0.0.1/24", False)])
+def test_the_node_ip_is_an_ip_address(ip, ok):
+    if ok:
+        assert host_plan("node7", worker(ray_node_ip=ip))["node_ip"] == ip
+    else:
+        text = problems({"ray_node_ip": ip})
+        assert f'ray_node_ip on node7 is "{ip}"; expected this host\'s IP address' in text
+
+
+@pytest.mark.parametrize("version", ["2.60.0", "2.52.0", "3.0", "2.60.0rc1", "2.60.0.post1"])
+def test_a_pep440_ray_version_passes(version):
+    assert host_plan("node7", worker(ray_version=version))["role"] == "worker"
+
+
+@pytest.mark.parametrize("version", ["latest", "2.60.*", ">=2.52", "v2.60.0", ""])
+def test_a_ray_version_that_is_not_a_release_fails(version):
+    assert f'ray on node7: ray_version is "{version}"; expected a Ray release' in problems({"ray_version": version})
+
+
+def test_token_auth_needs_a_ray_that_enforces_it():
+    text = problems({"ray_version": "2.51.1", "ray_auth_mode": "token"})
+    assert "ray_version 2.51.1 with ray_auth_mode token" in text and "Expected ray_version >= 2.52" in text
+    assert host_plan("node7", worker(ray_version="2.51.1", ray_auth_mode="disabled"))["role"] == "worker"
+
+
+@pytest.mark.parametrize(("var", "value", "words"), [
+    ("ray_num_cpus", -1, "ray_num_cpus is -1; expected a whole number >= 0"),
+    ("ray_num_cpus", "four", 'ray_num_cpus is "four"'),
+    ("ray_num_gpus", 1.5, "ray_num_gpus is 1.5; expected a whole number >= 0"),
+    ("ray_object_store_memory", 1000, "ray_object_store_memory is 1000; expected bytes, at least 78643200"),
+    ("ray_temp_dir", "tmp/ray", 'ray_temp_dir is "tmp/ray"; expected an absolute path'),
+    ("ray_node_role", "boss", 'ray_node_role is "boss"; expected head or worker'),
+    ("ray_gcs_port", "sixty", 'ray_gcs_port is "sixty"; expected a port number'),
+])
+def test_node_settings_fail_in_the_plan_naming_the_variable_and_host(var, value, words):
+    assert f"ray on node7: {words}" in problems({var: value})
+
+
+def test_every_problem_is_reported_at_once():
+    text = problems({"ray_node_ip": "cafe", "ray_num_cpus": -1, "ray_version": "latest"})
+    assert "ray_node_ip on node7" in text and "ray_num_cpus is -1" in text and 'ray_version is "latest"' in text
+
+
+def test_node_instances_are_checked_as_before():
+    text = problems({"ray_node_instances": [{"name": "a"}, {"name": "a"}, {"name": "Head"}]})
+    assert text.startswith("ray on node7: ray_node_instances ")
+    for words in ("the name a is given twice", 'item 3 has the name "Head"',
+                  "ray_runtime is host (instances run in containers)", "Nothing was changed."):
+        assert words in text
+    text = problems({"ray_runtime": "container", "ray_node_instance_slots": 5, "ray_node_instances": [
+        {"name": "a", "slot": 5}, {"name": "b", "slot": 0}, {"name": "c", "slot": "x"}, {"name": "d", "slot": 0}]})
+    for words in ("a: slot 5, but the host has 5 slots (0 to 4", 'c: slot "x" is not a whole number >= 0',
+                  "d: slot 0 is taken by another instance too"):
+        assert words in text
+    assert "ray_node_instance_slots is 1 (null, or a whole number >= the 2 instances)" in problems(
+        {"ray_runtime": "container", "ray_node_instance_slots": 1,
+         "ray_node_instances": [{"name": "a"}, {"name": "b"}]})
+
+
+def test_gpus_of_instances():
+    many = [{"name": "g0", "gpus": [0]}, {"name": "g1", "gpus": [0, "bogus"]}, {"name": "g2"}]
+    text = problems({"ray_runtime": "container", "ray_node_instances": many}, groups=("ray_worker", "gpu"))
+    assert "g1: GPU 0 is also given to another instance" in text and 'g1: "bogus" is not a GPU index' in text
+    assert "g2: no gpus (this host is in group gpu" in text
+    assert "g0: gpus [0], but this host is not in group gpu" in problems(
+        {"ray_runtime": "container", "ray_node_instances": [{"name": "g0", "gpus": [0]}]})
+
+
+def test_instances_on_the_head_are_refused():
+    extra = {"ray_node_role": "head", "ray_runtime": "container", "ray_node_instances": [{"name": "a"}]}
+    assert "this host is the head (instances are workers)" in problems(extra)
+
+
+@pytest.mark.parametrize("extra", [
+    {"ray_dashboard_port": 6379},
+    {"ray_node_manager_port": 10500},
+    {"ray_min_worker_port": 12000},
+    {"ray_runtime": "container", "ray_node_instance_port_step": 1,
+     "ray_node_instances": [{"name": "a"}, {"name": "b"}]},
+])
+def test_ports_that_clash_fail_naming_the_host(extra):
+    text = problems(extra)
+    assert text.startswith("Ray ports on node7: ") and "all different" in text
+
+
+def test_a_hosts_one_node():
+    plan = host_plan("node7", worker(ray_cluster_name="teamb", ray_temp_dir="/tmp/ray-teamb"))
+    (one,) = plan["instances"]
+    assert one["unit"] == "ray-teamb-worker.service" and one["config_path"] == "/etc/rayfleet/ray-teamb-worker.json"
+    assert one["temp_dir"] == "/tmp/ray-teamb" and one["node_name"] == "" and one["label"] == "worker"
+    assert one["container_record"] == "/etc/rayfleet/ray-teamb-worker.container.json" and one["suffix"] == ""
+    assert plan["expected_nodes"] == {"10.0.0.5": "node7"} and plan["extra_ports"] == []
+    assert one["ports"]["min_worker"] == 10002 and one["ports"]["max_worker"] == 11999
+
+
+def test_instances_in_fixed_slots():
+    plan = host_plan("node7", worker(ray_runtime="container", ray_node_instance_slots=4, ray_node_instances=[
+        {"name": "gpu1", "slot": 1}, {"name": "gpu3", "slot": 3}]))
+    assert [i["unit"] for i in plan["instances"]] == ["ray-worker-gpu1.service", "ray-worker-gpu3.service"]
+    assert [i["node_name"] for i in plan["instances"]] == ["10.0.0.5/gpu1", "10.0.0.5/gpu3"]
+    assert [i["temp_dir"] for i in plan["instances"]] == ["/tmp/ray_gpu1", "/tmp/ray_gpu3"]
+    assert plan["slot_count"] == 4 and plan["expected_nodes"] == {"10.0.0.5/gpu1": "node7/gpu1",
+                                                                 "10.0.0.5/gpu3": "node7/gpu3"}
+    assert plan["extra_ports"] == sorted(p + 100 * s for s in (1, 3) for p in (8076, 8077, 8078, 8079, 8080, 52365))
+
+
+def test_the_cluster_members_ips_and_expected_nodes():
+    hostvars = {
+        "h": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}}},
+        "w1": {"ray_node_ip": "10.9.0.2", "ansible_facts": {"default_ipv4": {"address": "10.0.0.2"}}},
+        "w2": {"ray_node_instances": [{"name": "a"}, {"name": "b"}],
+               "ansible_facts": {"default_ipv4": {"address": "10.0.0.3"}}},
+    }
+    cluster = cluster_members(["h"], ["w1", "w2"], hostvars.__getitem__)
+    assert cluster["members"] == ["h", "w1", "w2"] and cluster["head"] == "h" and cluster["head_ip"] == "10.0.0.1"
+    assert cluster["ips"] == {"h": "10.0.0.1", "w1": "10.9.0.2", "w2": "10.0.0.3"}
+    assert cluster["expected_nodes"] == {"10.0.0.1": "h", "10.9.0.2": "w1", "10.0.0.3/a": "w2/a",
+                                         "10.0.0.3/b": "w2/b"}
+
+
+def test_version_tuple():
+    assert version_tuple("2.60.0") == (2, 60, 0) and version_tuple("1!2.3rc1") == (2, 3)
+    assert version_tuple("2.60") == (2, 60) and version_tuple("x") is None
+
+
+@pytest.mark.parametrize(("value", "address", "network"), [
+    ("10.1.2.3", True, True), ("fd00::5", True, True), ("10.0.0.0/8", False, True), ("10.1.2.3/24", False, True),
+    ("fd00::/64", False, True), ("10.0.0.1/33", False, False), ("cafe", False, False), ("", False, False),
+    (None, False, False), ("10.1.2", False, False),
+])
+def test_the_ip_tests(value, address, network):
+    from ansible_collections.rayfleet.cluster.plugins.test.ip import TestModule
+
+    tests = TestModule().tests()
+    assert (tests["ip_address"](value), tests["ip_network"](value)) == (address, network)
