@@ -183,15 +183,21 @@ host:
       returned: success
     instances:
       description:
-      - One per Ray node of the host, in C(ray_node_instances)' order (one unnamed item for the host's one node), each
-        with C(name), C(index), C(slot), C(gpus), C(ports) (every Ray port, the worker port slice as C(min_worker)/C(max_worker)),
-        C(label), C(suffix), C(unit), C(container_name), C(config_path), C(container_record), C(temp_dir) and C(node_name)
-        (C(<ip>/<name>), empty for the one node).
+      - One per Ray node of the host, in C(ray_node_instances)' order (one unnamed item for the host's one
+        node), each with C(name), C(index), C(slot), C(gpus), C(ports) (every Ray port, the worker port slice as
+        C(min_worker)/C(max_worker)), C(label), C(suffix), C(unit), C(container_name), C(config_path),
+        C(container_record), C(temp_dir) and C(node_name) (C(<ip>/<name>), empty for the one node).
       type: list
       elements: dict
       returned: success
     units:
       description: Every node's systemd unit.
+      type: list
+      elements: str
+      returned: success
+    any_role_units:
+      description: The units of this cluster a node of this host may run under, whichever its role (the firewall
+        starts before them).
       type: list
       elements: str
       returned: success

@@ -43,7 +43,8 @@ def _settings_mtimes(host) -> str:
         (["-e", '{"ray_node_instance_slots": 1, "ray_node_instances": [{"name": "a"}, {"name": "b"}]}'],
          ["ray on {sandbox}-worker1: ray_node_instances", "ray_node_instance_slots is 1 (null, or a whole number "
           ">= the 2 instances)"]),
-        (["-e", "ray_node_ip=cafe"], ['ray_node_ip on {sandbox}-worker1 is \\"cafe\\"; expected this host\'s IP address']),
+        (["-e", "ray_node_ip=cafe"],
+         ['ray_node_ip on {sandbox}-worker1 is \\"cafe\\"; expected this host\'s IP address']),
         (["-e", "ray_version=2.51.1"],
          ["ray on {sandbox}-head: ray_version 2.51.1 with ray_auth_mode token", "Expected ray_version >= 2.52"]),
     ],

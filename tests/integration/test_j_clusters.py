@@ -56,14 +56,45 @@ def changed(proc: subprocess.CompletedProcess) -> int:
     return sum(int(n) for n in re.findall(r"changed=(\d+)", proc.stdout))
 
 
+# What teamb leaves on a host once down.yml stopped it: its units, settings, token, firewall (table, rules, unit,
+# its hosts in the shared ephemeral table), temp dir and the monitoring host's record of its scrape targets
+TEAMB_FILES = ["/etc/systemd/system/ray-teamb-head.service", "/etc/systemd/system/ray-teamb-worker.service",
+               "/etc/systemd/system/rayfleet-firewall-teamb.service", "/etc/rayfleet/ray-teamb-head.json",
+               "/etc/rayfleet/ray-teamb-worker.json", "/etc/rayfleet/auth-token-teamb",
+               "/etc/nftables.rayfleet-teamb.nft", "/etc/rayfleet/firewall.d/rayfleet_teamb.nft",
+               "/etc/rayfleet/monitoring-teamb.json", "/tmp/ray-teamb"]
+
+
+def remove_teamb(request) -> None:
+    """Take teamb off the sandbox's hosts, so that later modules find the hosts as this module found them (a stopped
+    cluster's settings still claim its ports: a later node on them would fail the collision check)."""
+    down = play("playbooks/down.yml", "--tags", "ray")
+    assert down.returncode == 0, down.stdout[-3000:]
+    for name in inventory_ips(request):
+        host = get_host(f"ansible://{name}", ansible_inventory=request.config.option.ansible_inventory)
+        host.run("sudo systemctl disable --now rayfleet-firewall-teamb.service")
+        assert host.run(f"sudo rm -rf {' '.join(TEAMB_FILES)}").rc == 0
+        host.run("sudo nft delete table inet rayfleet_teamb")
+        reload = "sudo systemctl daemon-reload && sudo systemctl restart rayfleet-firewall-ephemeral.service"
+        assert host.run(reload).rc == 0
+        assert "rayfleet_teamb" not in host.run("sudo nft list tables").stdout
+    # the head's Prometheus without teamb's scrape pool
+    proc = subprocess.run(["ansible-playbook", "playbooks/monitoring.yml", "-i", "inventories/sandbox"], cwd=ROOT,
+                          env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
 @pytest.fixture(scope="module")
 def two_clusters(request):
     head = head_host(request)
     first = alive_ids(ray_nodes(head, node_ip(head)))
-    for playbook in ("playbooks/firewall.yml", "playbooks/ray.yml"):
-        proc = play(playbook)
-        assert proc.returncode == 0, f"{playbook}:\n{proc.stdout[-4000:]}"
-    return head, first
+    try:
+        for playbook in ("playbooks/firewall.yml", "playbooks/ray.yml"):
+            proc = play(playbook)
+            assert proc.returncode == 0, f"{playbook}:\n{proc.stdout[-4000:]}"
+        yield head, first
+    finally:
+        remove_teamb(request)
 
 
 def test_each_cluster_sees_its_own_nodes_only(two_clusters, request):

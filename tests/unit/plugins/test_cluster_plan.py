@@ -167,3 +167,11 @@ def test_the_ip_tests(value, address, network):
 
     tests = TestModule().tests()
     assert (tests["ip_address"](value), tests["ip_network"](value)) == (address, network)
+
+
+def test_the_units_the_firewall_starts_before():
+    assert host_plan("node7", worker())["any_role_units"] == ["ray-head.service", "ray-worker.service"]
+    assert host_plan("node7", worker(ray_node_role="head", ray_cluster_name="teamb"))["any_role_units"] == [
+        "ray-teamb-head.service", "ray-teamb-worker.service"]
+    plan = host_plan("node7", worker(ray_runtime="container", ray_node_instances=[{"name": "a"}, {"name": "b"}]))
+    assert plan["any_role_units"] == ["ray-head.service", "ray-worker-a.service", "ray-worker-b.service"]
