@@ -86,7 +86,7 @@ def version_tuple(value):
     text = str(value).strip()
     if not PEP440.match(text):
         return None
-    release = text.split("!")[-1]
+    release = text.rsplit("!", maxsplit=1)[-1]
     return tuple(int(part) for part in re.match(r"^[0-9.]+", release).group(0).rstrip(".").split("."))
 
 

@@ -133,8 +133,8 @@ def test_instances_in_fixed_slots():
     assert [i["unit"] for i in plan["instances"]] == ["ray-worker-gpu1.service", "ray-worker-gpu3.service"]
     assert [i["node_name"] for i in plan["instances"]] == ["10.0.0.5/gpu1", "10.0.0.5/gpu3"]
     assert [i["temp_dir"] for i in plan["instances"]] == ["/tmp/ray_gpu1", "/tmp/ray_gpu3"]
-    assert plan["slot_count"] == 4 and plan["expected_nodes"] == {"10.0.0.5/gpu1": "node7/gpu1",
-                                                                 "10.0.0.5/gpu3": "node7/gpu3"}
+    assert plan["slot_count"] == 4
+    assert plan["expected_nodes"] == {"10.0.0.5/gpu1": "node7/gpu1", "10.0.0.5/gpu3": "node7/gpu3"}
     assert plan["extra_ports"] == sorted(p + 100 * s for s in (1, 3) for p in (8076, 8077, 8078, 8079, 8080, 52365))
 
 
