@@ -16,6 +16,7 @@ node name ``<ip>/<name>``.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 
 # The ports every node of a host opens itself (shifted per instance slot); the others are the head's or the range.
@@ -44,8 +45,6 @@ class PlanError(ValueError):
 
 def _json(value):
     """A value as the operator wrote it (JSON-like), for messages."""
-    import json
-
     try:
         return json.dumps(value, sort_keys=True)
     except (TypeError, ValueError):
