@@ -177,6 +177,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rayfleet_managed:
+  description:
+    - The items this node's settings live in (its settings file), for the stage record
+      (M(rayfleet.cluster.stage_record)) that the next drift check compares the host with.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{kind: file, path: /etc/rayfleet/ray-worker.json}]
 action:
   description: What was done to the Ray service.
   returned: always
@@ -415,7 +423,8 @@ def main():
     use_systemd = p["service_manager"] == "systemd" or (p["service_manager"] == "auto" and systemd_is_init())
     unit = p["service"] or "ray-%s.service" % role
     result = dict(changed=False, action="none", settings_changed=False, changed_keys=[],
-                  service=unit if use_systemd else "none")
+                  service=unit if use_systemd else "none",
+                  rayfleet_managed=[dict(kind="file", path=config_path)])
 
     ray_bin = p["ray_bin"] or os.path.join(os.path.dirname(sys.executable), "ray")
     before = read_settings_file(config_path)

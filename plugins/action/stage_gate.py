@@ -1,0 +1,62 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""Action of rayfleet.cluster.stage_gate: whether a stage runs on this host, decided on the controller from the
+drift check's results and the records this run's earlier stages wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    STAGES,
+    StageError,
+    stage,
+    stage_verdict,
+)
+
+
+def _registered(hostvars, host, name):
+    value = hostvars[host].get(name) if host in hostvars else None
+    if not isinstance(value, Mapping) or value.get("failed") or value.get("skipped"):
+        return None
+    return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _VALID_ARGS = frozenset(("stage",))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        try:
+            this = stage(self._task.args.get("stage"))
+        except StageError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        host = task_vars["inventory_hostname"]
+        hostvars = task_vars["hostvars"]
+        play_hosts = list(task_vars.get("ansible_play_hosts_all") or [host])
+        heads = list((task_vars.get("groups") or {}).get("ray_head") or [])
+        drift, records_now = {}, {}
+        for name in dict.fromkeys(play_hosts + heads + [host]):
+            checked = _registered(hostvars, name, "__rayfleet_drift")
+            drift[name] = checked
+            now = dict((checked or {}).get("records") or {})
+            for earlier in STAGES:
+                recorded = _registered(hostvars, name, "__rayfleet_record_%s" % earlier.name)
+                if recorded and recorded.get("digest"):
+                    now[earlier.name] = recorded["digest"]
+            records_now[name] = now
+        full = boolean(task_vars.get("rayfleet_full", False), strict=False)
+        run, reason = stage_verdict(this.name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
+                                    full=full)
+        result.update(changed=False, stage=this.name, run=run, skip=not run, msg="%s: %s" % (
+            "runs" if run else "skipped", reason))
+        return result

@@ -1,0 +1,308 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""The state of the items a stage manages on a host, and the stage records (rayfleet.cluster.stage_record and
+rayfleet.cluster.drift_check).
+
+An item is a dict with a kind:
+  file {path}              type, mode, owner, group, and the sha256 of a regular file (size and mtime above 16 MiB)
+  unit {name}              whether it is running, and its unit-file state (enabled, disabled, static, masked)
+  package {name}           version and dpkg selection/status (or rpm's epoch:version-release)
+  pip {venv, name}         the version installed in the venv
+  mount {path}             the fstab entry and whether it is mounted, with what
+  user {name} / group {name}  uid, gid, home, shell / gid
+  kmod {name}              whether the kernel module is loaded
+  nft_table {family, name} the sha256 of the table's ruleset (nft -s: without counters)
+Every state is captured the same way when a stage records and when the drift check compares, in a few commands for
+all items together.
+"""
+
+from __future__ import annotations
+
+import glob
+import grp
+import hashlib
+import json
+import os
+import pwd
+import re
+import stat
+import tempfile
+
+from ansible.module_utils.common.text.converters import to_text
+
+RECORD_FORMAT = 1
+KINDS = frozenset({"file", "unit", "package", "pip", "mount", "user", "group", "kmod", "nft_table"})
+BIG_FILE = 16 * 1024 * 1024
+C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+
+
+def item_key(item):
+    kind = item["kind"]
+    if kind in ("file", "mount"):
+        return "%s:%s" % (kind, item["path"])
+    if kind == "pip":
+        return "pip:%s:%s" % (item["venv"], item["name"])
+    if kind == "nft_table":
+        return "nft_table:%s %s" % (item["family"], item["name"])
+    return "%s:%s" % (kind, item["name"])
+
+
+def _file_state(path):
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"type": "absent"}
+    except OSError as exc:
+        return {"type": "error", "error": exc.strerror}
+    state = {"mode": "%04o" % stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        state.update(type="link", target=os.readlink(path))
+    elif stat.S_ISDIR(st.st_mode):
+        state["type"] = "directory"
+    elif stat.S_ISREG(st.st_mode):
+        state["type"] = "file"
+        if st.st_size > BIG_FILE:
+            state.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
+        else:
+            sha = hashlib.sha256()
+            try:
+                with open(path, "rb") as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b""):
+                        sha.update(chunk)
+                state["sha256"] = sha.hexdigest()
+            except OSError as exc:
+                state["error"] = exc.strerror
+    else:
+        state["type"] = "other"
+    return state
+
+
+def _run(module, argv):
+    rc, out, err = module.run_command(argv, environ_update=C_LOCALE)
+    return rc, to_text(out), to_text(err)
+
+
+def _unit_states(module, names):
+    systemctl = module.get_bin_path("systemctl")
+    if not names:
+        return {}
+    if systemctl is None:
+        return {name: {"error": "no systemctl"} for name in names}
+    argv = [systemctl, "show", "--property=Id,LoadState,ActiveState,SubState,UnitFileState", "--", *list(names)]
+    _rc, out, _err = _run(module, argv)
+    blocks = [block for block in out.split("\n\n")]
+    states = {}
+    for name, block in zip(names, blocks + [""] * (len(names) - len(blocks))):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        active = props.get("ActiveState", "unknown")
+        running = active in ("active", "reloading") or (
+            active == "activating" and props.get("SubState") != "auto-restart")
+        states[name] = {
+            "loaded": props.get("LoadState", "unknown"),
+            "running": running,
+            "enabled": props.get("UnitFileState", ""),
+        }
+    return states
+
+
+def _package_states(module, names):
+    if not names:
+        return {}
+    states = {name: None for name in names}
+    dpkg = module.get_bin_path("dpkg-query")
+    if dpkg is not None:
+        out = _run(module, [dpkg, "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", "--", *names])[1]
+        for line in out.splitlines():
+            fields = line.split("\t")
+            if len(fields) == 3 and fields[0] in states:
+                states[fields[0]] = {"version": fields[1], "status": fields[2].strip()} if fields[1] else None
+        return states
+    rpm = module.get_bin_path("rpm")
+    if rpm is not None:
+        out = _run(module, [rpm, "-q", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n", "--", *names])[1]
+        for line in out.splitlines():
+            fields = line.split("\t")
+            if len(fields) == 2 and fields[0] in states:
+                states[fields[0]] = {"version": fields[1]}
+    return states
+
+
+def _normalise(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _venv_packages(venv):
+    """{normalised name: version} of a venv's installed distributions, read from their .dist-info directories."""
+    found = {}
+    for path in glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "*.dist-info")):
+        stem = os.path.basename(path)[: -len(".dist-info")]
+        name, _, version = stem.partition("-")
+        found[_normalise(name)] = version
+    return found
+
+
+def _mount_state(path):
+    fstab = None
+    try:
+        with open("/etc/fstab") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) >= 4 and not fields[0].startswith("#") and fields[1] == path:
+                    fstab = fields[:4]
+    except OSError:
+        pass
+    mounted = None
+    try:
+        with open("/proc/self/mountinfo") as handle:
+            for line in handle:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if len(fields) >= 5 and fields[4] == path and len(rest) >= 2:
+                    mounted = {"fstype": rest[0], "source": rest[1]}
+    except OSError:
+        pass
+    return {"fstab": fstab, "mounted": mounted}
+
+
+def _user_state(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return {"uid": entry.pw_uid, "gid": entry.pw_gid, "home": entry.pw_dir, "shell": entry.pw_shell}
+
+
+def _group_state(name):
+    try:
+        return {"gid": grp.getgrnam(name).gr_gid}
+    except KeyError:
+        return None
+
+
+def _nft_state(module, family, table):
+    nft = module.get_bin_path("nft", opt_dirs=["/usr/sbin", "/sbin"])
+    if nft is None:
+        return None
+    rc, out, _err = _run(module, [nft, "-s", "list", "table", family, table])
+    if rc != 0:
+        return None
+    return {"sha256": hashlib.sha256(out.encode()).hexdigest()}
+
+
+def capture(module, items):
+    """{item key: state} for items, as the host has them now."""
+    states = {}
+    units = sorted({item["name"] for item in items if item["kind"] == "unit"})
+    unit_states = _unit_states(module, units)
+    packages = sorted({item["name"] for item in items if item["kind"] == "package"})
+    package_states = _package_states(module, packages)
+    venvs = {}
+    for item in items:
+        kind, key = item["kind"], item_key(item)
+        if kind == "file":
+            states[key] = _file_state(item["path"])
+        elif kind == "unit":
+            states[key] = unit_states.get(item["name"])
+        elif kind == "package":
+            states[key] = package_states.get(item["name"])
+        elif kind == "pip":
+            if item["venv"] not in venvs:
+                venvs[item["venv"]] = _venv_packages(item["venv"])
+            states[key] = venvs[item["venv"]].get(_normalise(item["name"]))
+        elif kind == "mount":
+            states[key] = _mount_state(item["path"])
+        elif kind == "user":
+            states[key] = _user_state(item["name"])
+        elif kind == "group":
+            states[key] = _group_state(item["name"])
+        elif kind == "kmod":
+            states[key] = os.path.isdir("/sys/module/%s" % item["name"].replace("-", "_"))
+        elif kind == "nft_table":
+            states[key] = _nft_state(module, item["family"], item["name"])
+        else:
+            states[key] = {"error": "unknown kind %s" % kind}
+    return states
+
+
+def describe(key, recorded, found):
+    """One line: what changed in an item."""
+    if not isinstance(recorded, dict) or not isinstance(found, dict):
+        return "%s (%s -> %s)" % (key, _short(recorded), _short(found))
+    changed = sorted(k for k in set(recorded) | set(found) if recorded.get(k) != found.get(k))
+    return "%s (%s)" % (key, ", ".join("%s %s -> %s" % (k, _short(recorded.get(k)), _short(found.get(k)))
+                                       for k in changed))
+
+
+def _short(value):
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 24 else text[:12] + "..."
+
+
+def record_digest(record):
+    """The digest of what a record says the stage applied (its inputs and its items' states)."""
+    body = {"inputs": record.get("inputs"), "state": record.get("state")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def record_path(directory, stage):
+    return os.path.join(directory, "%s.json" % stage)
+
+
+def read_record(directory, stage):
+    try:
+        with open(record_path(directory, stage)) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
+        return None
+    return record
+
+
+def write_record(directory, stage, record):
+    """Write the record atomically (0600, in a 0700 directory). Returns True when its content changed."""
+    text = json.dumps(record, sort_keys=True, indent=1) + "\n"
+    path = record_path(directory, stage)
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return False
+    except OSError:
+        pass
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % stage)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def remove_record(directory, stage):
+    try:
+        os.unlink(record_path(directory, stage))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def check_stage(record, inputs, states):
+    """Compare a record with the stage's inputs digest now and the states captured now."""
+    if record is None:
+        return {"recorded": False, "inputs_changed": None, "drifted": [], "upstream": {}, "digest": None}
+    drifted = [describe(key, recorded, states.get(key))
+               for key, recorded in sorted((record.get("state") or {}).items()) if states.get(key) != recorded]
+    return {
+        "recorded": True,
+        "inputs_changed": inputs is not None and record.get("inputs") != inputs,
+        "drifted": drifted,
+        "upstream": record.get("upstream") or {},
+        "digest": record_digest(record),
+    }

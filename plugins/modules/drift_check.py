@@ -1,0 +1,140 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: drift_check
+short_description: Compare a host with what each rayfleet stage last applied there, in one round trip
+version_added: "0.2.0"
+description:
+  - Reads every stage record on the host (written by M(rayfleet.cluster.stage_record) when a stage finished there),
+    captures the current state of every item the records name (files, units, packages, pip packages, mounts, users,
+    groups, kernel modules, nftables tables) in a few commands for all of them, and compares.
+  - For each stage in O(stages) it returns whether the host has a record, whether the stage's inputs digest
+    changed, and which items drifted, each named with what changed.
+  - Changes nothing. Its action plugin computes the inputs digests on the controller; site.yml runs it before the
+    stages, and each stage then runs only where something drifted or an input changed.
+author:
+  - rayfleet authors (@rayfleet)
+options:
+  stages:
+    description:
+      - Stage name to the digest of the stage's inputs now, as the controller computes it. A null digest compares
+        the items only.
+    type: dict
+    required: true
+  directory:
+    description: Where the stage records are.
+    type: path
+    default: /var/lib/rayfleet/stages
+attributes:
+  action:
+    support: full
+    description: Its action plugin computes the inputs digest on the controller.
+  check_mode:
+    support: full
+    description: Changes nothing; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Compare the host with what each stage last applied
+  rayfleet.cluster.drift_check:
+    stages:
+      common: "{{ common_inputs_digest }}"
+      ray: null
+  register: drift
+"""
+
+RETURN = r"""
+stages:
+  description: Per stage, what the comparison found.
+  returned: always
+  type: dict
+  contains:
+    recorded:
+      description: Whether the host has a record of the stage.
+      type: bool
+    inputs_changed:
+      description: Whether the inputs digest differs from the recorded one (null without a record).
+      type: bool
+    drifted:
+      description: The items whose state differs from the record, each with what changed.
+      type: list
+      elements: str
+    upstream:
+      description: The digests of the upstream stages' records when this stage recorded.
+      type: dict
+    digest:
+      description: The digest of this stage's record (null without a record).
+      type: str
+  sample:
+    ray:
+      recorded: true
+      inputs_changed: false
+      drifted: ["file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"]
+      upstream: {nccl: "5b0c..."}
+      digest: "a41f..."
+records:
+  description: Stage name to the digest of its record on the host, for every record there.
+  returned: always
+  type: dict
+items:
+  description: How many items the records name.
+  returned: always
+  type: int
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
+    capture,
+    check_stage,
+    read_record,
+    record_digest,
+)
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            stages=dict(type="dict", required=True),
+            directory=dict(type="path", default="/var/lib/rayfleet/stages"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    directory = module.params["directory"]
+    names = set(module.params["stages"])
+    if os.path.isdir(directory):
+        names |= {f[:-5] for f in os.listdir(directory) if f.endswith(".json") and not f.startswith(".")}
+    records = {name: read_record(directory, name) for name in sorted(names)}
+    items = {}
+    for record in records.values():
+        for item in (record or {}).get("items") or []:
+            items[repr(sorted(item.items()))] = item
+    states = capture(module, list(items.values()))
+    stages = {
+        name: check_stage(records[name], module.params["stages"].get(name), states)
+        for name in module.params["stages"]
+    }
+    module.exit_json(
+        changed=False,
+        stages=stages,
+        records={name: record_digest(record) for name, record in records.items() if record is not None},
+        items=len(items),
+    )
+
+
+if __name__ == "__main__":
+    main()

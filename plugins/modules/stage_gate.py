@@ -1,0 +1,71 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: stage_gate
+short_description: Decide whether a rayfleet stage runs on a host, from the run's drift check
+version_added: "0.2.0"
+description:
+  - Runs on the controller only (an action plugin); nothing is sent to the host.
+  - A stage runs on a host when the host has no record of it, its inputs changed, an item it manages drifted (see
+    M(rayfleet.cluster.drift_check), registered as C(__rayfleet_drift) earlier in the run), or the record of a stage
+    it reads changed since (the ray stage reads what the gpu, nccl and checkpoint_store stages wrote; a stage that
+    ran earlier in this run and recorded a change counts). The SSH trust stage runs on every host when it runs on
+    one; the ray stage runs on every node when it runs on the head.
+  - Without a drift check in the run (a stage's playbook run alone), or with C(rayfleet_full=true), it runs.
+  - The stage's play ends the host with C(ansible.builtin.meta) C(end_host) when RV(skip) is true.
+author:
+  - rayfleet authors (@rayfleet)
+options:
+  stage:
+    description: The stage (common, gpu, nccl, firewall, ssh_trust, nfs_server, shared_storage, checkpoint_store, ray,
+      ml, monitoring, submit_host).
+    type: str
+    required: true
+attributes:
+  action:
+    support: full
+    description: Runs on the controller.
+  check_mode:
+    support: full
+    description: Changes nothing.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Run the firewall stage only where something drifted
+  rayfleet.cluster.stage_gate:
+    stage: firewall
+  register: __rayfleet_gate
+
+- name: Leave the hosts where nothing drifted
+  ansible.builtin.meta: end_host
+  when: __rayfleet_gate.skip
+"""
+
+RETURN = r"""
+run:
+  description: Whether the stage runs on this host.
+  returned: success
+  type: bool
+skip:
+  description: The opposite of RV(run).
+  returned: success
+  type: bool
+stage:
+  description: The stage.
+  returned: success
+  type: str
+msg:
+  description: Why.
+  returned: success
+  type: str
+  sample: "runs: drifted: file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"
+"""

@@ -1,0 +1,141 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: stage_record
+short_description: Record what a rayfleet stage applied on a host, for the next drift check
+version_added: "0.2.0"
+description:
+  - Captures the state of the items a stage managed on the host (the action plugin passes the items the stage's
+    tasks reported, collected by the C(rayfleet.cluster.stage_items) callback) and writes them, with the digest of
+    the stage's inputs and the digests of its upstream stages' records, to C(<directory>/<stage>.json) (mode 0600,
+    root only).
+  - When the host's previous record of the stage has the same inputs digest, its items are kept too, so an item
+    whose task skipped this time (nothing to do) stays watched.
+  - Writing the record is bookkeeping, not a change to the host's configuration, so the task reports C(changed=false)
+    and says in RV(written) whether the record's content changed.
+author:
+  - rayfleet authors (@rayfleet)
+options:
+  stage:
+    description: The stage's name.
+    type: str
+    required: true
+  inputs:
+    description: The digest of the stage's inputs (computed on the controller).
+    type: str
+    required: true
+  items:
+    description: The items the stage managed (dicts with a C(kind); see M(rayfleet.cluster.drift_check)).
+    type: list
+    elements: dict
+    default: []
+  upstream:
+    description: The stages whose records' digests this record keeps (a change there makes this stage run).
+    type: list
+    elements: str
+    default: []
+  directory:
+    description: Where the stage records are.
+    type: path
+    default: /var/lib/rayfleet/stages
+attributes:
+  action:
+    support: full
+    description: Its action plugin computes the inputs digest on the controller.
+  check_mode:
+    support: full
+    description: Captures the states and writes nothing.
+  diff_mode:
+    support: none
+    description: Writes only its own record.
+"""
+
+EXAMPLES = r"""
+- name: Record what the firewall stage applied
+  rayfleet.cluster.stage_record:
+    stage: firewall
+    inputs: "{{ firewall_inputs_digest }}"
+    items:
+      - {kind: file, path: /etc/rayfleet/firewall.nft}
+      - {kind: unit, name: rayfleet-firewall.service}
+      - {kind: nft_table, family: inet, name: rayfleet}
+"""
+
+RETURN = r"""
+digest:
+  description: The digest of the record (what its downstream stages keep).
+  returned: always
+  type: str
+written:
+  description: Whether the record's content changed (false in check mode).
+  returned: always
+  type: bool
+items:
+  description: How many items the record holds.
+  returned: always
+  type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
+    RECORD_FORMAT,
+    capture,
+    item_key,
+    read_record,
+    record_digest,
+    write_record,
+)
+
+
+def build_module():
+    return AnsibleModule(
+        argument_spec=dict(
+            stage=dict(type="str", required=True),
+            inputs=dict(type="str", required=True),
+            items=dict(type="list", elements="dict", default=[]),
+            upstream=dict(type="list", elements="str", default=[]),
+            directory=dict(type="path", default="/var/lib/rayfleet/stages"),
+        ),
+        supports_check_mode=True,
+    )
+
+
+def main():
+    module = build_module()
+    params = module.params
+    directory, name = params["directory"], params["stage"]
+    for item in params["items"]:
+        try:
+            item_key(item)
+        except KeyError as exc:
+            module.fail_json(msg="stage %s: item %r has no %s" % (name, item, exc))
+    items = {item_key(item): item for item in params["items"]}
+    previous = read_record(directory, name)
+    if previous is not None and previous.get("inputs") == params["inputs"]:
+        for item in previous.get("items") or []:
+            items.setdefault(item_key(item), item)
+    ordered = [items[key] for key in sorted(items)]
+    upstream = {}
+    for up in params["upstream"]:
+        record = read_record(directory, up)
+        upstream[up] = record_digest(record) if record is not None else None
+    record = {
+        "format": RECORD_FORMAT,
+        "stage": name,
+        "inputs": params["inputs"],
+        "items": ordered,
+        "state": capture(module, ordered),
+        "upstream": upstream,
+    }
+    written = False if module.check_mode else write_record(directory, name, record)
+    module.exit_json(changed=False, written=written, digest=record_digest(record), items=len(ordered))
+
+
+if __name__ == "__main__":
+    main()

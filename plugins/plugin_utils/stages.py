@@ -1,0 +1,449 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""The stages of site.yml, what each one manages on a host, and whether it must run there.
+
+Pure Python, run on the controller (by the stage_items callback and the drift_check, stage_gate and stage_record
+actions); unit-tested as functions.
+
+A stage's record on a host (written by rayfleet.cluster.stage_record when the stage finishes there) holds:
+  - the digest of the stage's inputs (the collection's code, the host's variables and facts it reads, the cluster's
+    members for stages that read them);
+  - the items the stage managed there (files, units, packages, pip packages, mounts, users, groups, kernel modules,
+    nftables tables), taken from the results of the tasks that ran, with each item's state at that moment;
+  - the digests of the records of its upstream stages at that moment (the ray stage reads what the nccl stage wrote).
+A stage runs on a host when it has no record there, its inputs changed, an item drifted, an upstream stage's record
+changed since, or (cluster-scoped stages) when it runs on any host.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import item_key
+
+RECORD_DIR = "/var/lib/rayfleet/stages"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    roles: tuple[str, ...]
+    # stages whose record this one reads: a change there makes this one run
+    upstream: tuple[str, ...] = ()
+    # host: runs on the hosts that need it; cluster: on every host of its play when any needs it;
+    # head: on every host of its play when the head (group ray_head) needs it
+    scope: str = "host"
+    # the stage's inputs include the cluster's members (firewall sources, Prometheus targets, the head's address)
+    cluster_inputs: bool = False
+
+
+STAGES = (
+    Stage("common", ("common",)),
+    Stage("gpu", ("nvidia_driver", "cuda", "rocm")),
+    Stage("nccl", ("nccl",), upstream=("gpu",)),
+    Stage("firewall", ("firewall",), cluster_inputs=True),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=True),
+    Stage("nfs_server", ("nfs_server",), cluster_inputs=True),
+    Stage("shared_storage", ("shared_storage",)),
+    Stage("checkpoint_store", ("checkpoint_store",)),
+    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True),
+    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray")),
+    Stage("monitoring", ("monitoring",), cluster_inputs=True),
+    Stage("submit_host", ("submit_host",), cluster_inputs=True),
+)
+STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
+
+# Variables that say how to run, not what to converge to: never part of a stage's inputs
+RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial"})
+# Facts a stage's result depends on: a new kernel, distribution or address makes every stage run again
+INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
+# Variables the collection's roles and playbooks set from results (register, set_fact): outputs, not inputs
+RESULT_VARS = frozenset({
+    "preflight_gpu", "preflight_ssh", "ray_cluster_state", "ray_node_result", "shared_storage_status", "submit_job",
+    "bake_result", "bake_versions", "image_cleanup_report", "nvidia_driver_reboot_pending",
+})
+# The inventory groups the stages' plays target
+CONTRACT_GROUPS = ("ray_head", "ray_worker", "gpu", "nfs_server", "monitoring", "ray_submit")
+# The collection's code that decides what the stages apply
+CODE_DIRS = ("roles", "plugins", "playbooks", "library_py")
+CODE_FILES = ("site.yml",)
+
+
+class StageError(Exception):
+    pass
+
+
+def stage(name):
+    try:
+        return STAGE_BY_NAME[name]
+    except KeyError:
+        raise StageError("unknown stage %r; the stages are: %s" % (name, ", ".join(STAGE_BY_NAME))) from None
+
+
+def digest(obj) -> str:
+    """sha256 of obj's canonical JSON (sorted keys; values JSON cannot hold are written as their str())."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def code_digest(root) -> str:
+    """sha256 over the paths and contents of the collection's code under root (roles, plugins, playbooks, the node
+    library, site.yml), skipping caches."""
+    sha = hashlib.sha256()
+    paths = [os.path.join(root, name) for name in CODE_FILES if os.path.isfile(os.path.join(root, name))]
+    for top in CODE_DIRS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            paths.extend(os.path.join(dirpath, f) for f in filenames if not f.endswith((".pyc", ".pyo")))
+    for path in sorted(paths):
+        sha.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as handle:
+            sha.update(hashlib.sha256(handle.read()).digest())
+    return sha.hexdigest()
+
+
+_TAGS = re.compile(r"^\s*tags:\s*\[([^\]]*)\]", re.M)
+
+
+def collection_tags(root):
+    """Every tag the collection's playbooks and roles put on plays, roles and tasks."""
+    tags = set()
+    for top in ("playbooks", "roles"):
+        for path in glob.glob(os.path.join(root, top, "**", "*.yml"), recursive=True):
+            with open(path) as handle:
+                for match in _TAGS.finditer(handle.read()):
+                    tags.update(tag.strip().strip("'\"") for tag in match.group(1).split(","))
+    return tags - {"always", ""}
+
+
+def partial_run(run_tags, skip_tags, root):
+    """Why a run applies only part of the stages (--tags, or --skip-tags naming one of the collection's tags), or
+    None. A partial run writes no record: it cannot vouch for what it left out."""
+    if list(run_tags or ["all"]) != ["all"]:
+        return "--tags %s" % ",".join(run_tags)
+    skipped = sorted(set(skip_tags or ()) & collection_tags(root))
+    if skipped:
+        return "--skip-tags %s" % ",".join(skipped)
+    return None
+
+
+def variable_prefixes(role_names):
+    """The prefixes of the variables the collection's roles read: <role>_ for every role, and rayfleet_."""
+    return tuple(sorted({"%s_" % name for name in role_names} | {"rayfleet_"}))
+
+
+def input_vars(variables, prefixes):
+    """The host's variables a stage reads: those with a collection prefix, minus the run options."""
+    return {
+        key: value for key, value in variables.items()
+        if key.startswith(prefixes) and key not in RUN_OPTIONS and key not in RESULT_VARS
+    }
+
+
+def input_facts(facts):
+    return {name: facts.get(name) for name in INPUT_FACTS}
+
+
+def plain(value):
+    """Ansible's lazy and tagged containers and strings -> plain JSON-able values (templated as they are read)."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(value[key]) for key in value}
+    if isinstance(value, (list, tuple, set, frozenset)) or (
+        isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+    ):
+        return [plain(item) for item in value]
+    if isinstance(value, str):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
+
+
+def collection_root():
+    """This collection's root (plugins/plugin_utils/stages.py is three levels down)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cluster_inputs(groups, head_plan):
+    """What the cluster-reading stages take from the other hosts: the contract groups and the plan's members."""
+    return {
+        "groups": {name: sorted(groups.get(name) or []) for name in CONTRACT_GROUPS},
+        "members": head_plan,
+    }
+
+
+def host_inputs(hostvars, host, groups):
+    """Each stage's inputs digest for host, read from Ansible's hostvars (inventory, group and extra variables;
+    no role defaults: those are code)."""
+    root = collection_root()
+    roles = os.listdir(os.path.join(root, "roles"))
+    mine = hostvars[host]
+    prefixes = variable_prefixes(roles)
+    values = {}
+    for key in sorted(input_vars(dict.fromkeys(mine.keys()), prefixes)):
+        try:
+            values[key] = plain(mine[key])
+        except Exception as exc:  # an undefined or broken template: its text and the error are the input
+            values[key] = {"unrendered": plain(hostvars.raw_get(host).get(key)), "error": type(exc).__name__}
+    facts = plain(mine.get("ansible_facts") or {})
+    heads = groups.get("ray_head") or []
+    head_plan = None
+    if heads:
+        plan = hostvars[heads[0]].get("__ray_plan_result")
+        head_plan = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
+    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, head_plan))
+
+
+def inputs_digests(code, host_vars, facts, cluster):
+    """Each stage's inputs digest for one host: code digest, the host's variables and facts, and for the stages that
+    read them, the cluster's members."""
+    base = {"code": code, "vars": host_vars, "facts": input_facts(facts or {})}
+    out = {}
+    for item in STAGES:
+        inputs = dict(base, stage=item.name)
+        if item.cluster_inputs:
+            inputs["cluster"] = cluster
+        out[item.name] = digest(inputs)
+    return out
+
+
+# ---- the items a task managed, read from its result (the stage_items callback) ----
+
+_PKG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*")
+_PIP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+# actions whose results name files they wrote (dest or path in the result, else in the arguments)
+FILE_ACTIONS = frozenset({
+    "copy", "template", "file", "lineinfile", "blockinfile", "replace", "ini_file", "get_url", "assemble",
+    "known_hosts", "openssh_keypair", "yum_repository",
+})
+UNIT_ACTIONS = frozenset({"systemd_service", "systemd", "service"})
+PACKAGE_ACTIONS = frozenset({"apt", "package", "dnf", "yum", "dpkg_selections"})
+# actions that read, run or decide, and manage no item a drift check could compare (or whose items the role
+# declares through rayfleet.cluster.stage_items)
+UNRECORDED_ACTIONS = frozenset({
+    "assert", "debug", "fail", "set_fact", "include_tasks", "import_tasks", "include_role", "import_role",
+    "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup", "uri",
+    "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive",
+    "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check",
+    "cluster_plan", "stage_gate", "stage_record", "drift_check", "group_by", "add_host", "pause",
+    "docker_image", "docker_image_load", "dnf_versionlock", "yum_versionlock", "alternatives",
+})
+
+
+def short_action(action):
+    """ansible.builtin.copy, ansible.legacy.copy, copy -> copy"""
+    return (action or "").rsplit(".", 1)[-1]
+
+
+def _as_list(value):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [part for part in value if isinstance(part, str)]
+
+
+def _package_name(spec):
+    """A package as apt/dnf take it (name, name=version, name:arch) -> its name; globs, paths and URLs -> None."""
+    if any(ch in spec for ch in "*?[/") or spec.endswith((".deb", ".rpm")):
+        return None
+    match = _PKG_NAME.match(spec)
+    if not match:
+        return None
+    return match.group(0).split("=", 1)[0]
+
+
+def _pip_name(spec):
+    """A pip requirement (name[extra]==1.0, name>=2) -> its normalised name; paths and URLs -> None."""
+    if "/" in spec or spec.startswith("."):
+        return None
+    match = _PIP_NAME.match(spec.strip())
+    if not match:
+        return None
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower()
+
+
+def items_of_result(action, result, args):
+    """The items one task result managed on its host. result: the module's result for one host (one loop item);
+    args: the task's arguments as the worker rendered them (used only where the result does not say)."""
+    name = short_action(action)
+    if not isinstance(result, dict) or result.get("skipped") or result.get("failed"):
+        return []
+    if result.get("_ansible_delegated_vars") is not None:
+        return []  # acted on another host (the controller, usually)
+    args = args or {}
+    invocation = (result.get("invocation") or {}).get("module_args") or {}
+
+    def arg(*keys):
+        for key in keys:
+            for source in (result, invocation, args):
+                value = source.get(key)
+                if isinstance(value, str) and value:
+                    return value
+        return None
+
+    items = []
+    managed = result.get("rayfleet_managed")
+    if isinstance(managed, list):
+        items.extend(item for item in managed if isinstance(item, dict) and item.get("kind"))
+    if name in FILE_ACTIONS:
+        path = arg("dest", "path", "filename", "name") if name != "yum_repository" else None
+        if name == "yum_repository":
+            repo = arg("file", "repo", "name")
+            path = "/etc/yum.repos.d/%s.repo" % repo if repo else None
+        if name == "known_hosts":
+            path = arg("path")
+        if path and path.startswith("/"):
+            items.append({"kind": "file", "path": path})
+    elif name in UNIT_ACTIONS:
+        unit = arg("name")
+        if unit:
+            items.append({"kind": "unit", "name": unit if "." in unit else unit + ".service"})
+    elif name in PACKAGE_ACTIONS:
+        specs = invocation.get("name") if invocation else None
+        if specs is None:
+            specs = args.get("name") or args.get("pkg")
+        for spec in _as_list(specs):
+            package = _package_name(spec)
+            if package:
+                items.append({"kind": "package", "name": package})
+    elif name == "pip":
+        venv = arg("virtualenv")
+        specs = invocation.get("name") if invocation else None
+        if specs is None:
+            specs = args.get("name")
+        for spec in _as_list(specs):
+            package = _pip_name(spec)
+            if package and venv:
+                items.append({"kind": "pip", "venv": venv, "name": package})
+    elif name == "mount":
+        path = arg("path", "name")
+        if path:
+            items.append({"kind": "mount", "path": path})
+    elif name == "authorized_key":
+        keyfile = arg("keyfile")
+        if keyfile and keyfile.startswith("/"):
+            items.append({"kind": "file", "path": keyfile})
+    elif name == "user":
+        user = arg("name")
+        if user:
+            items.append({"kind": "user", "name": user})
+    elif name == "group":
+        group = arg("name")
+        if group:
+            items.append({"kind": "group", "name": group})
+    elif name == "modprobe":
+        module = arg("name")
+        if module:
+            items.append({"kind": "kmod", "name": module})
+    return items
+
+
+def items_of_task_result(action, result, args):
+    """items_of_result over a task's result, loop or not."""
+    if isinstance(result, dict) and isinstance(result.get("results"), list):
+        items = []
+        for each in result["results"]:
+            items.extend(items_of_result(action, each, {}))
+        return items
+    return items_of_result(action, result, args)
+
+
+def merge_items(items):
+    """Items once each, in a stable order."""
+    return [dict(item) for _, item in sorted({item_key(item): item for item in items}.items())]
+
+
+# ---- whether a stage runs on a host ----
+
+def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, full=False):
+    """Whether stage `name` runs on `host`, and why.
+
+    drift: {host: drift_check result (stages: {name: {...}}) or None when the host was not checked};
+    records_now: {host: {stage: record digest}} as they are now (drift_check's, updated by each stage_record);
+    group_heads: the hosts of group ray_head; play_hosts: the hosts of the stage's play.
+    Returns (run, reason)."""
+    stage(name)
+    if full:
+        return True, "rayfleet_full is set"
+    mine = _own_verdict(name, host, drift, records_now)
+    if mine[0]:
+        return mine
+    scope = STAGE_BY_NAME[name].scope
+    if scope == "cluster":
+        for other in play_hosts:
+            if other != host and _own_verdict(name, other, drift, records_now)[0]:
+                return True, "it runs on %s, and this stage runs on every host together" % other
+    elif scope == "head":
+        for head in group_heads:
+            if head != host and head in play_hosts and _own_verdict(name, head, drift, records_now)[0]:
+                return True, "it runs on the head %s" % head
+    return mine
+
+
+def drift_summary(checked):
+    """One line per stage of a drift_check result: whether the stage would run on the host and why (this host's
+    records only; site.yml's gates also follow stages that run on the head or on every host together)."""
+    lines = []
+    for item in STAGES:
+        if item.name not in (checked.get("stages") or {}):
+            continue
+        run, reason = _own_verdict(item.name, "host", {"host": checked}, {"host": checked.get("records") or {}})
+        lines.append("%-16s %-4s %s" % (item.name, "run" if run else "ok", reason))
+    return lines
+
+
+def _own_verdict(name, host, drift, records_now):
+    checked = drift.get(host)
+    if not checked:
+        return True, "no drift check ran on this host"
+    verdict = (checked.get("stages") or {}).get(name)
+    if not verdict or not verdict.get("recorded"):
+        return True, "no record of this stage"
+    if verdict.get("inputs_changed"):
+        return True, "its inputs changed"
+    if verdict.get("drifted"):
+        return True, "drifted: " + ", ".join(verdict["drifted"][:5]) + (" ..." if len(verdict["drifted"]) > 5 else "")
+    seen = verdict.get("upstream") or {}
+    now = records_now.get(host) or {}
+    for up in STAGE_BY_NAME[name].upstream:
+        if seen.get(up) != now.get(up):
+            return True, "the %s stage's record changed" % up
+    return False, "nothing drifted"
+
+
+# ---- the spool: the items each host's current stage reported (written by the callback, read by stage_record) ----
+
+SPOOL_ENV = "RAYFLEET_STAGE_SPOOL"
+
+
+def _spool_file(spool, host):
+    return os.path.join(spool, hashlib.sha1(host.encode()).hexdigest() + ".json")
+
+
+def spool_write(spool, host, stage_items):
+    """Replace host's spooled items: {stage: [items]}."""
+    path = _spool_file(spool, host)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(stage_items, handle)
+    os.replace(tmp, path)
+
+
+def spooled_items(host, name, spool=None):
+    """The items host's stage `name` reported in this run; None when no callback collects them."""
+    spool = spool or os.environ.get(SPOOL_ENV)
+    if not spool or not os.path.isdir(spool):
+        return None
+    try:
+        with open(_spool_file(spool, host)) as handle:
+            return list(json.load(handle).get(name) or [])
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""stage_record and drift_check together, on real files, a real fake venv and a stub systemctl: what a record holds,
+and every kind of drift the check reports."""
+
+import json
+import os
+import stat
+
+import pytest
+from ansible_collections.rayfleet.cluster.plugins.modules import drift_check, stage_record
+from conftest import run_module as run
+
+SYSTEMCTL = """#!/bin/sh
+# systemctl show --property=... -- UNIT...: one block per unit, from $STATES/<unit>
+shift 3
+first=1
+for unit in "$@"; do
+  [ $first = 1 ] || echo
+  first=0
+  echo "Id=$unit"
+  cat "$STATES/$unit" 2>/dev/null ||
+    printf 'LoadState=not-found\\nActiveState=inactive\\nSubState=dead\\nUnitFileState=\\n'
+done
+"""
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """A record directory, a config file, a venv with two packages and a stub systemctl with one running unit."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "systemctl").write_text(SYSTEMCTL)
+    (tmp_path / "bin" / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", "{}:{}".format(tmp_path / "bin", os.environ["PATH"]))
+    states = tmp_path / "units"
+    states.mkdir()
+    monkeypatch.setenv("STATES", str(states))
+    (states / "ray-worker.service").write_text(
+        "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"
+    )
+    conf = tmp_path / "etc" / "ray.json"
+    conf.parent.mkdir()
+    conf.write_text('{"num_cpus": 2}\n')
+    conf.chmod(0o644)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    for dist in ("ray-2.60.0", "torch-2.13.0"):
+        (site / (dist + ".dist-info")).mkdir(parents=True)
+    return tmp_path
+
+
+def items(host):
+    return [
+        {"kind": "file", "path": str(host / "etc" / "ray.json")},
+        {"kind": "unit", "name": "ray-worker.service"},
+        {"kind": "pip", "venv": str(host / "venv"), "name": "Ray"},
+        {"kind": "user", "name": "root"},
+    ]
+
+
+def record(host, stage="ray", inputs="i1", these=None, upstream=(), check_mode=False):
+    return run(
+        stage_record,
+        {
+            "stage": stage,
+            "inputs": inputs,
+            "items": items(host) if these is None else these,
+            "upstream": list(upstream),
+            "directory": str(host / "records"),
+        },
+        check_mode=check_mode,
+    )
+
+
+def check(host, inputs=None):
+    out = run(drift_check, {"stages": inputs or {"ray": "i1"}, "directory": str(host / "records")})
+    assert not out.failed, out.result
+    return out.result
+
+
+def test_a_record_is_root_only_and_a_clean_host_shows_no_drift(host):
+    out = record(host)
+    assert not out.failed and out.result["written"] and out.result["changed"] is False
+    path = host / "records" / "ray.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((host / "records").stat().st_mode) == 0o700
+    saved = json.loads(path.read_text())
+    assert saved["state"]["unit:ray-worker.service"] == {"loaded": "loaded", "running": True, "enabled": "enabled"}
+    assert saved["state"]["pip:%s:Ray" % (host / "venv")] == "2.60.0"
+    result = check(host)
+    assert result["stages"]["ray"] == {
+        "recorded": True,
+        "inputs_changed": False,
+        "drifted": [],
+        "upstream": {},
+        "digest": out.result["digest"],
+    }
+    assert result["records"] == {"ray": out.result["digest"]}
+    # the same state again: nothing written
+    assert record(host).result["written"] is False
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        (lambda h: (h / "etc" / "ray.json").write_text('{"num_cpus": 3}\n'), "sha256"),
+        (lambda h: (h / "etc" / "ray.json").unlink(), "type file -> absent"),
+        (lambda h: (h / "etc" / "ray.json").chmod(0o600), "mode 0644 -> 0600"),
+        (
+            lambda h: (h / "units" / "ray-worker.service").write_text(
+                "LoadState=loaded\nActiveState=inactive\nSubState=dead\nUnitFileState=enabled\n"
+            ),
+            "running true -> false",
+        ),
+        (
+            lambda h: (h / "units" / "ray-worker.service").write_text(
+                "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=disabled\n"
+            ),
+            "enabled enabled -> disabled",
+        ),
+        (
+            lambda h: (h / "venv/lib/python3.11/site-packages/ray-2.60.0.dist-info").rename(
+                h / "venv/lib/python3.11/site-packages/ray-2.59.0.dist-info"
+            ),
+            "2.60.0 -> 2.59.0",
+        ),
+        (lambda h: (h / "venv/lib/python3.11/site-packages/ray-2.60.0.dist-info").rmdir(), "2.60.0 -> null"),
+    ],
+)
+def test_each_kind_of_drift_is_named_with_what_changed(host, change, expect):
+    record(host)
+    change(host)
+    drifted = check(host)["stages"]["ray"]["drifted"]
+    assert len(drifted) == 1 and expect in drifted[0], drifted
+
+
+def test_a_crash_looping_unit_is_not_running(host):
+    record(host)
+    (host / "units" / "ray-worker.service").write_text(
+        "LoadState=loaded\nActiveState=activating\nSubState=auto-restart\nUnitFileState=enabled\n"
+    )
+    assert "running true -> false" in check(host)["stages"]["ray"]["drifted"][0]
+
+
+def test_new_inputs_and_missing_records_are_reported(host):
+    record(host)
+    result = check(host, {"ray": "i2", "common": "c1"})
+    assert result["stages"]["ray"]["inputs_changed"] is True
+    assert result["stages"]["common"] == {
+        "recorded": False,
+        "inputs_changed": None,
+        "drifted": [],
+        "upstream": {},
+        "digest": None,
+    }
+
+
+def test_items_a_task_skipped_stay_watched_while_the_inputs_are_the_same(host):
+    record(host)
+    record(host, these=items(host)[:1])  # this run only the settings file was reported
+    saved = json.loads((host / "records" / "ray.json").read_text())
+    assert len(saved["items"]) == 4
+    record(host, inputs="i2", these=items(host)[:1])  # new inputs: only what this run reported
+    saved = json.loads((host / "records" / "ray.json").read_text())
+    assert [item["kind"] for item in saved["items"]] == ["file"]
+
+
+def test_a_record_keeps_its_upstream_records_digests(host):
+    nccl = record(host, stage="nccl", these=items(host)[:1]).result["digest"]
+    record(host, upstream=["nccl", "gpu"])
+    assert check(host)["stages"]["ray"]["upstream"] == {"nccl": nccl, "gpu": None}
+
+
+def test_check_mode_writes_nothing(host):
+    out = record(host, check_mode=True)
+    assert out.result["written"] is False and not (host / "records").exists()
+
+
+def test_a_bad_item_is_named(host):
+    out = record(host, these=[{"kind": "file"}])
+    assert out.failed and "stage ray: item" in out.result["msg"] and "path" in out.result["msg"]

@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The stages (plugins/plugin_utils/stages.py): which items a task result names, whether a stage runs on a host, the
+inputs digests; and a check that every module the roles call is either recorded or declared as recording nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    FILE_ACTIONS,
+    PACKAGE_ACTIONS,
+    RESULT_VARS,
+    STAGES,
+    UNIT_ACTIONS,
+    UNRECORDED_ACTIONS,
+    drift_summary,
+    inputs_digests,
+    items_of_task_result,
+    merge_items,
+    short_action,
+    spool_write,
+    spooled_items,
+    stage_verdict,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORDED_ACTIONS = (
+    FILE_ACTIONS
+    | UNIT_ACTIONS
+    | PACKAGE_ACTIONS
+    | {"pip", "mount", "authorized_key", "user", "group", "modprobe", "ray_node", "stage_items"}
+)
+
+
+@pytest.mark.parametrize(
+    ("action", "result", "args", "items"),
+    [
+        (
+            "ansible.builtin.template",
+            {"dest": "/etc/a.conf", "changed": True},
+            {},
+            [{"kind": "file", "path": "/etc/a.conf"}],
+        ),
+        ("copy", {"dest": "/etc/b", "changed": False}, {}, [{"kind": "file", "path": "/etc/b"}]),
+        ("ansible.builtin.file", {"path": "/opt/x", "state": "directory"}, {}, [{"kind": "file", "path": "/opt/x"}]),
+        # lineinfile's result names no path: its arguments do
+        (
+            "lineinfile",
+            {"changed": False, "invocation": {"module_args": {"path": "/etc/environment"}}},
+            {},
+            [{"kind": "file", "path": "/etc/environment"}],
+        ),
+        (
+            "community.general.ini_file",
+            {"changed": False},
+            {"path": "/etc/pip.conf"},
+            [{"kind": "file", "path": "/etc/pip.conf"}],
+        ),
+        (
+            "ansible.builtin.systemd_service",
+            {"name": "ray-head.service", "status": {}},
+            {},
+            [{"kind": "unit", "name": "ray-head.service"}],
+        ),
+        ("service", {"name": "nfs-server"}, {}, [{"kind": "unit", "name": "nfs-server.service"}]),
+        (
+            "ansible.builtin.apt",
+            {"invocation": {"module_args": {"name": ["curl", "nvidia-driver=535.1", "lib*"]}}},
+            {},
+            [{"kind": "package", "name": "curl"}, {"kind": "package", "name": "nvidia-driver"}],
+        ),
+        (
+            "package",
+            {},
+            {"name": "nftables,sudo"},
+            [{"kind": "package", "name": "nftables"}, {"kind": "package", "name": "sudo"}],
+        ),
+        (
+            "ansible.builtin.pip",
+            {
+                "invocation": {
+                    "module_args": {
+                        "name": ["ray[default]==2.60.0", "/tmp/x.whl", "Foo_Bar>=1"],
+                        "virtualenv": "/opt/ray/venv",
+                    }
+                }
+            },
+            {},
+            [
+                {"kind": "pip", "venv": "/opt/ray/venv", "name": "ray"},
+                {"kind": "pip", "venv": "/opt/ray/venv", "name": "foo-bar"},
+            ],
+        ),
+        ("ansible.posix.mount", {"name": "/mnt/shared"}, {}, [{"kind": "mount", "path": "/mnt/shared"}]),
+        (
+            "ansible.posix.authorized_key",
+            {"keyfile": "/home/ray/.ssh/authorized_keys"},
+            {},
+            [{"kind": "file", "path": "/home/ray/.ssh/authorized_keys"}],
+        ),
+        ("user", {"name": "ray"}, {}, [{"kind": "user", "name": "ray"}]),
+        ("community.general.modprobe", {"name": "br_netfilter"}, {}, [{"kind": "kmod", "name": "br_netfilter"}]),
+        (
+            "rayfleet.cluster.ray_node",
+            {"rayfleet_managed": [{"kind": "file", "path": "/etc/rayfleet/ray-head.json"}]},
+            {},
+            [{"kind": "file", "path": "/etc/rayfleet/ray-head.json"}],
+        ),
+        (
+            "rayfleet.cluster.stage_items",
+            {"rayfleet_managed": [{"kind": "nft_table", "family": "inet", "name": "rayfleet"}]},
+            {},
+            [{"kind": "nft_table", "family": "inet", "name": "rayfleet"}],
+        ),
+        # what read, ran elsewhere, skipped or failed manages nothing here
+        ("ansible.builtin.command", {"stdout": "x", "changed": True}, {"argv": ["nft", "-f", "/etc/x"]}, []),
+        ("copy", {"dest": "/root/.ray/token", "_ansible_delegated_vars": {"ansible_host": "localhost"}}, {}, []),
+        ("copy", {"skipped": True}, {"dest": "/etc/c"}, []),
+        ("copy", {"failed": True, "msg": "no"}, {"dest": "/etc/c"}, []),
+        # no_log: the result is censored, the worker's rendered arguments still name the file (never its content)
+        (
+            "copy",
+            {"censored": "the output has been hidden", "changed": False},
+            {"dest": "/etc/rayfleet/token", "content": "s3cret"},
+            [{"kind": "file", "path": "/etc/rayfleet/token"}],
+        ),
+    ],
+)
+def test_items_a_task_result_names(action, result, args, items):
+    assert items_of_task_result(action, result, args) == items
+
+
+def test_a_loop_names_each_items_own_file():
+    result = {"results": [{"dest": "/etc/a"}, {"skipped": True}, {"dest": "/etc/b"}], "changed": True}
+    assert items_of_task_result("template", result, {"dest": "/etc/{{ item }}"}) == [
+        {"kind": "file", "path": "/etc/a"},
+        {"kind": "file", "path": "/etc/b"},
+    ]
+
+
+def test_items_are_merged_once_each_in_a_stable_order():
+    items = [
+        {"kind": "unit", "name": "b.service"},
+        {"kind": "file", "path": "/a"},
+        {"kind": "unit", "name": "b.service"},
+    ]
+    assert merge_items(items) == [{"kind": "file", "path": "/a"}, {"kind": "unit", "name": "b.service"}]
+
+
+def _task_actions():
+    """Every module a role or playbook task calls, by short name."""
+    found = set()
+    for path in (
+        list(ROOT.glob("roles/*/tasks/*.yml"))
+        + list(ROOT.glob("roles/*/handlers/*.yml"))
+        + list(ROOT.glob("playbooks/*.yml"))
+    ):
+        for match in re.finditer(
+            r"^\s*-?\s*((?:ansible|community|rayfleet)\.[a-z_]+\.[a-z_]+):", path.read_text(), re.M
+        ):
+            found.add(short_action(match.group(1)))
+    return found
+
+
+def test_every_module_the_roles_call_is_recorded_or_declared_as_recording_nothing():
+    """A new module in a role must either name its items (items_of_result) or be listed as managing nothing a
+    drift check could compare: otherwise its changes would go unwatched."""
+    unknown = sorted(_task_actions() - RECORDED_ACTIONS - UNRECORDED_ACTIONS - {"import_playbook"})
+    assert unknown == [], f"tasks call modules the stage record does not cover: {unknown}"
+
+
+def test_every_public_variable_the_roles_set_is_kept_out_of_the_inputs():
+    """Variables a role registers or sets with a role prefix are results, not inputs: they must be in RESULT_VARS,
+    or every stage's inputs digest would change once they are set."""
+    prefixes = stages.variable_prefixes([p.name for p in (ROOT / "roles").iterdir()])
+    set_names = set()
+    for path in list(ROOT.glob("roles/*/tasks/*.yml")) + list(ROOT.glob("playbooks/*.yml")):
+        text = path.read_text()
+        set_names |= set(re.findall(r"^\s*register:\s*([a-z]\w*)", text, re.M))
+        for block in re.findall(r"set_fact:\n((?:\s{6,}\w+:.*\n)+)", text):
+            set_names |= set(re.findall(r"^\s+([a-z]\w*):", block, re.M))
+    mine = {name for name in set_names if name.startswith(prefixes)}
+    assert mine - RESULT_VARS == set()
+
+
+def test_every_stage_play_gates_and_records_its_own_stage():
+    """Each stage's play asks its gate first and records last, under the stage's own name."""
+    seen = {}
+    for path in ROOT.glob("playbooks/*.yml"):
+        for play in yaml.safe_load(path.read_text()) or []:
+            pre = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
+            post = [t for t in play.get("post_tasks", []) if "rayfleet.cluster.stage_record" in t]
+            if not pre and not post:
+                continue
+            assert pre and post, "{}: play {!r} gates without recording, or records without a gate".format(
+                path.name, play["name"]
+            )
+            name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
+            assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
+            assert post[0]["register"] == f"__rayfleet_record_{name}"
+            seen[name] = path.name
+    assert set(seen) == {stage.name for stage in STAGES}
+
+
+# ---- whether a stage runs ----
+
+
+def _checked(**stages_state):
+    return {
+        "stages": stages_state,
+        "records": {name: v.get("digest") for name, v in stages_state.items() if v.get("recorded")},
+    }
+
+
+CLEAN = {"recorded": True, "inputs_changed": False, "drifted": [], "upstream": {}, "digest": "d0"}
+
+
+def test_a_clean_host_skips_and_a_drifted_one_runs_saying_what_drifted():
+    drift = {"w1": _checked(common=CLEAN), "w2": _checked(common=dict(CLEAN, drifted=["file:/etc/a (sha256 1 -> 2)"]))}
+    assert stage_verdict("common", "w1", drift, {}, group_heads=["h"], play_hosts=["w1", "w2"]) == (
+        False,
+        "nothing drifted",
+    )
+    run, reason = stage_verdict("common", "w2", drift, {}, group_heads=["h"], play_hosts=["w1", "w2"])
+    assert run and "file:/etc/a" in reason
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (None, "no record of this stage"),
+        (dict(CLEAN, recorded=False), "no record of this stage"),
+        (dict(CLEAN, inputs_changed=True), "its inputs changed"),
+    ],
+)
+def test_no_record_or_new_inputs_make_a_stage_run(state, reason):
+    drift = {"w1": _checked(**({"common": state} if state else {}))}
+    assert stage_verdict("common", "w1", drift, {}, group_heads=[], play_hosts=["w1"]) == (True, reason)
+
+
+def test_without_a_drift_check_every_stage_runs_and_full_runs_everything():
+    assert stage_verdict("ray", "w1", {"w1": None}, {}, group_heads=[], play_hosts=["w1"]) == (
+        True,
+        "no drift check ran on this host",
+    )
+    drift = {"w1": _checked(ray=CLEAN)}
+    assert stage_verdict("ray", "w1", drift, {}, group_heads=[], play_hosts=["w1"], full=True) == (
+        True,
+        "rayfleet_full is set",
+    )
+
+
+def test_an_upstream_record_that_changed_since_makes_the_stage_run():
+    ray = dict(CLEAN, upstream={"nccl": "n1", "gpu": None, "checkpoint_store": "c1"})
+    drift = {"w1": _checked(ray=ray)}
+    now = {"w1": {"nccl": "n1", "checkpoint_store": "c1"}}
+    assert stage_verdict("ray", "w1", drift, now, group_heads=[], play_hosts=["w1"])[0] is False
+    now["w1"]["nccl"] = "n2"  # the nccl stage wrote a new record in this run
+    assert stage_verdict("ray", "w1", drift, now, group_heads=[], play_hosts=["w1"]) == (
+        True,
+        "the nccl stage's record changed",
+    )
+
+
+def test_cluster_scoped_stages_run_everywhere_and_the_ray_stage_follows_the_head():
+    drift = {
+        "h": _checked(ssh_trust=CLEAN, ray=dict(CLEAN, inputs_changed=True)),
+        "w1": _checked(ssh_trust=dict(CLEAN, drifted=["file:/x"]), ray=CLEAN),
+        "w2": _checked(ssh_trust=CLEAN, ray=CLEAN),
+    }
+    hosts = ["h", "w1", "w2"]
+    assert stage_verdict("ssh_trust", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict("ssh_trust", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict("ray", "w2", drift, {}, group_heads=["h"], play_hosts=hosts) == (True, "it runs on the head h")
+    # a worker's ray stage does not make the head's run
+    drift["h"]["stages"]["ray"] = CLEAN
+    drift["w1"]["stages"]["ray"] = dict(CLEAN, drifted=["unit:ray-worker.service"])
+    assert stage_verdict("ray", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
+    assert stage_verdict("ray", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
+
+
+def test_an_unknown_stage_is_named():
+    with pytest.raises(stages.StageError, match="unknown stage 'rays'"):
+        stage_verdict("rays", "w1", {}, {}, group_heads=[], play_hosts=[])
+
+
+def test_the_summary_says_per_stage_what_would_run_and_why():
+    checked = _checked(common=CLEAN, ray=dict(CLEAN, drifted=["unit:ray-worker.service (running true -> false)"]))
+    lines = drift_summary(checked)
+    assert lines[0].split() == ["common", "ok", "nothing", "drifted"]
+    assert lines[1].startswith("ray") and "run" in lines[1] and "ray-worker.service" in lines[1]
+
+
+# ---- inputs ----
+
+
+def test_inputs_digests_change_with_what_each_stage_reads():
+    cluster = {"groups": {"ray_head": ["h"]}, "members": None}
+    one = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, cluster)
+    assert set(one) == {stage.name for stage in STAGES}
+    assert inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, cluster) == one
+    assert inputs_digests("code2", {"ray_num_cpus": 2}, {"kernel": "6.1"}, cluster)["common"] != one["common"]
+    assert inputs_digests("code1", {"ray_num_cpus": 3}, {"kernel": "6.1"}, cluster)["ray"] != one["ray"]
+    assert inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.2"}, cluster)["gpu"] != one["gpu"]
+    other = {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None}
+    moved = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, other)
+    assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
+
+
+def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
+    prefixes = stages.variable_prefixes(["ray", "common"])
+    got = stages.input_vars(
+        {
+            "ray_version": "2.60.0",
+            "common_packages": [],
+            "rayfleet_full": True,
+            "ansible_host": "x",
+            "ray_node_result": {},
+        },
+        prefixes,
+    )
+    assert got == {"ray_version": "2.60.0", "common_packages": []}
+
+
+def test_the_code_digest_follows_the_collections_code(tmp_path):
+    for name in ("roles/r/tasks/main.yml", "plugins/modules/m.py", "site.yml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a")
+    first = stages.code_digest(tmp_path)
+    (tmp_path / "plugins/modules/__pycache__").mkdir()
+    (tmp_path / "plugins/modules/__pycache__/m.cpython-311.pyc").write_text("x")
+    assert stages.code_digest(tmp_path) == first
+    (tmp_path / "roles/r/tasks/main.yml").write_text("b")
+    assert stages.code_digest(tmp_path) != first
+
+
+def test_the_spool_hands_a_hosts_items_from_the_callback_to_the_record(tmp_path, monkeypatch):
+    monkeypatch.delenv(stages.SPOOL_ENV, raising=False)
+    assert spooled_items("w1", "common") is None  # no callback: no record
+    spool_write(str(tmp_path), "w1", {"common": [{"kind": "file", "path": "/a"}]})
+    assert spooled_items("w1", "common", spool=str(tmp_path)) == [{"kind": "file", "path": "/a"}]
+    assert spooled_items("w1", "ray", spool=str(tmp_path)) == []
+    assert spooled_items("w2", "common", spool=str(tmp_path)) == []
+    assert spooled_items("w1", "common", spool=str(tmp_path / "gone")) is None
+
+
+def test_a_run_limited_by_tags_writes_no_record():
+    assert stages.partial_run(["all"], [], ROOT) is None
+    assert stages.partial_run(["all"], ["molecule-notest", "notest"], ROOT) is None
+    assert stages.partial_run(["ray"], [], ROOT) == "--tags ray"
+    assert stages.partial_run(["all"], ["nccl", "notest"], ROOT) == "--skip-tags nccl"
