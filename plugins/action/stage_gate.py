@@ -12,6 +12,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     STAGES,
+    VALIDATE,
     StageError,
     stage,
     stage_verdict,
@@ -35,8 +36,10 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
+        name = self._task.args.get("stage")
         try:
-            this = stage(self._task.args.get("stage"))
+            if name != VALIDATE:
+                stage(name)
         except StageError as exc:
             result.update(failed=True, msg=str(exc))
             return result
@@ -45,18 +48,18 @@ class ActionModule(ActionBase):
         play_hosts = list(task_vars.get("ansible_play_hosts_all") or [host])
         heads = list((task_vars.get("groups") or {}).get("ray_head") or [])
         drift, records_now = {}, {}
-        for name in dict.fromkeys(play_hosts + heads + [host]):
-            checked = _registered(hostvars, name, "__rayfleet_drift")
-            drift[name] = checked
+        for other in dict.fromkeys(play_hosts + heads + [host]):
+            checked = _registered(hostvars, other, "__rayfleet_drift")
+            drift[other] = checked
             now = dict((checked or {}).get("records") or {})
             for earlier in STAGES:
-                recorded = _registered(hostvars, name, "__rayfleet_record_%s" % earlier.name)
+                recorded = _registered(hostvars, other, "__rayfleet_record_%s" % earlier.name)
                 if recorded and recorded.get("digest"):
                     now[earlier.name] = recorded["digest"]
-            records_now[name] = now
+            records_now[other] = now
         full = boolean(task_vars.get("rayfleet_full", False), strict=False)
-        run, reason = stage_verdict(this.name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
+        run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
-        result.update(changed=False, stage=this.name, run=run, skip=not run, msg="%s: %s" % (
+        result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason))
         return result

@@ -42,23 +42,27 @@ class Stage:
     scope: str = "host"
     # the stage's inputs include the cluster's members (firewall sources, Prometheus targets, the head's address)
     cluster_inputs: bool = False
+    # the inventory groups its play targets
+    groups: tuple[str, ...] = ("ray_head", "ray_worker")
 
 
 STAGES = (
     Stage("common", ("common",)),
-    Stage("gpu", ("nvidia_driver", "cuda", "rocm")),
+    Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",)),
     Stage("nccl", ("nccl",), upstream=("gpu",)),
     Stage("firewall", ("firewall",), cluster_inputs=True),
     Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=True),
-    Stage("nfs_server", ("nfs_server",), cluster_inputs=True),
+    Stage("nfs_server", ("nfs_server",), cluster_inputs=True, groups=("nfs_server",)),
     Stage("shared_storage", ("shared_storage",)),
     Stage("checkpoint_store", ("checkpoint_store",)),
     Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True),
     Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray")),
     Stage("monitoring", ("monitoring",), cluster_inputs=True),
-    Stage("submit_host", ("submit_host",), cluster_inputs=True),
+    Stage("submit_host", ("submit_host",), cluster_inputs=True, groups=("ray_submit",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
+# The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
+VALIDATE = "validate"
 
 # Variables that say how to run, not what to converge to: never part of a stage's inputs
 RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial"})
@@ -80,11 +84,18 @@ class StageError(Exception):
     pass
 
 
+def stages_of(group_names):
+    """The stages whose plays target a host of these groups."""
+    mine = set(group_names)
+    return [item for item in STAGES if mine & set(item.groups)]
+
+
 def stage(name):
     try:
         return STAGE_BY_NAME[name]
     except KeyError:
-        raise StageError("unknown stage %r; the stages are: %s" % (name, ", ".join(STAGE_BY_NAME))) from None
+        raise StageError("unknown stage %r; the stages are: %s (and %s, the gate of the validate plays)"
+                         % (name, ", ".join(STAGE_BY_NAME), VALIDATE)) from None
 
 
 def digest(obj) -> str:
@@ -198,15 +209,16 @@ def host_inputs(hostvars, host, groups):
     if heads:
         plan = hostvars[heads[0]].get("__ray_plan_result")
         head_plan = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
-    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, head_plan))
+    these = stages_of(mine.get("group_names") or [])
+    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, head_plan), these)
 
 
-def inputs_digests(code, host_vars, facts, cluster):
+def inputs_digests(code, host_vars, facts, cluster, these=STAGES):
     """Each stage's inputs digest for one host: code digest, the host's variables and facts, and for the stages that
     read them, the cluster's members."""
     base = {"code": code, "vars": host_vars, "facts": input_facts(facts or {})}
     out = {}
-    for item in STAGES:
+    for item in these:
         inputs = dict(base, stage=item.name)
         if item.cluster_inputs:
             inputs["cluster"] = cluster
@@ -358,7 +370,8 @@ def items_of_task_result(action, result, args):
 
 def merge_items(items):
     """Items once each, in a stable order."""
-    return [dict(item) for _, item in sorted({item_key(item): item for item in items}.items())]
+    by_key = {item_key(item): item for item in items}
+    return [dict(by_key[key]) for key in sorted(by_key)]
 
 
 # ---- whether a stage runs on a host ----
@@ -370,9 +383,11 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
     records_now: {host: {stage: record digest}} as they are now (drift_check's, updated by each stage_record);
     group_heads: the hosts of group ray_head; play_hosts: the hosts of the stage's play.
     Returns (run, reason)."""
-    stage(name)
     if full:
         return True, "rayfleet_full is set"
+    if name == VALIDATE:
+        return _validate_verdict(host, drift, records_now, group_heads, play_hosts)
+    stage(name)
     mine = _own_verdict(name, host, drift, records_now)
     if mine[0]:
         return mine
@@ -386,6 +401,19 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
             if head != host and head in play_hosts and _own_verdict(name, head, drift, records_now)[0]:
                 return True, "it runs on the head %s" % head
     return mine
+
+
+def _validate_verdict(host, drift, records_now, group_heads, play_hosts):
+    checked = drift.get(host)
+    if not checked:
+        return True, "no drift check ran on this host"
+    running = [
+        name for name in (checked.get("stages") or {})
+        if stage_verdict(name, host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)[0]
+    ]
+    if running:
+        return True, "stages run here: %s" % ", ".join(running)
+    return False, "no stage runs here, so nothing changes"
 
 
 def drift_summary(checked):

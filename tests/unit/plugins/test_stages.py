@@ -187,8 +187,9 @@ def test_every_public_variable_the_roles_set_is_kept_out_of_the_inputs():
     assert mine - RESULT_VARS == set()
 
 
-def test_every_stage_play_gates_and_records_its_own_stage():
-    """Each stage's play asks its gate first and records last, under the stage's own name."""
+def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
+    """Each stage's play asks its gate first and records last, under the stage's own name, and targets the groups
+    the stage table says (the drift check compares a host with the stages of its groups)."""
     seen = {}
     for path in ROOT.glob("playbooks/*.yml"):
         for play in yaml.safe_load(path.read_text()) or []:
@@ -196,12 +197,16 @@ def test_every_stage_play_gates_and_records_its_own_stage():
             post = [t for t in play.get("post_tasks", []) if "rayfleet.cluster.stage_record" in t]
             if not pre and not post:
                 continue
+            if pre and pre[0]["rayfleet.cluster.stage_gate"]["stage"] == stages.VALIDATE:
+                assert not post, "%s: a validate play records nothing" % path.name
+                continue
             assert pre and post, "{}: play {!r} gates without recording, or records without a gate".format(
                 path.name, play["name"]
             )
             name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
             assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
             assert post[0]["register"] == f"__rayfleet_record_{name}"
+            assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
             seen[name] = path.name
     assert set(seen) == {stage.name for stage in STAGES}
 
@@ -353,3 +358,29 @@ def test_a_run_limited_by_tags_writes_no_record():
     assert stages.partial_run(["all"], ["molecule-notest", "notest"], ROOT) is None
     assert stages.partial_run(["ray"], [], ROOT) == "--tags ray"
     assert stages.partial_run(["all"], ["nccl", "notest"], ROOT) == "--skip-tags nccl"
+
+
+def test_the_validate_plays_check_only_hosts_where_a_stage_runs():
+    drift = {
+        "h": _checked(common=CLEAN, ray=CLEAN),
+        "w1": _checked(common=dict(CLEAN, drifted=["file:/etc/a"]), ray=CLEAN),
+        "w2": _checked(common=CLEAN, ray=CLEAN),
+    }
+    hosts = ["h", "w1", "w2"]
+    verdict = stages.VALIDATE
+    assert stage_verdict(verdict, "w1", drift, {}, group_heads=["h"], play_hosts=hosts) == (
+        True, "stages run here: common")
+    assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts) == (
+        False, "no stage runs here, so nothing changes")
+    # the head's ray stage brings every node's: every node is checked
+    drift["h"]["stages"]["ray"] = dict(CLEAN, inputs_changed=True)
+    assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict(verdict, "w2", {}, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts, full=True)[0] is True
+
+
+def test_a_host_is_compared_with_the_stages_of_its_groups():
+    assert [s.name for s in stages.stages_of(["ray_worker"])] == [
+        "common", "nccl", "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "ray", "ml", "monitoring"]
+    assert [s.name for s in stages.stages_of(["ray_head", "nfs_server", "gpu"])][:3] == ["common", "gpu", "nccl"]
+    assert [s.name for s in stages.stages_of(["ray_submit"])] == ["submit_host"]
