@@ -7,7 +7,7 @@ call compares the host with its stage records."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import RECORD_DIR, drift_summary, host_inputs
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import drift_summary, host_inputs, record_dir
 
 
 class ActionModule(ActionBase):
@@ -21,7 +21,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
         inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}))
-        module_args = {"stages": inputs, "directory": self._task.args.get("directory", RECORD_DIR)}
+        directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
+        module_args = {"stages": inputs, "directory": directory}
         result.update(self._execute_module(module_name="rayfleet.cluster.drift_check", module_args=module_args,
                                            task_vars=task_vars))
         if not result.get("failed"):

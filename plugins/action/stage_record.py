@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
-    RECORD_DIR,
     StageError,
     collection_root,
     host_inputs,
     merge_items,
     partial_run,
+    record_dir,
     spooled_items,
     stage,
 )
@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
             "inputs": inputs,
             "items": merge_items(items),
             "upstream": list(this.upstream),
-            "directory": self._task.args.get("directory", RECORD_DIR),
+            "directory": self._task.args.get("directory") or record_dir(task_vars["hostvars"], host),
         }
         result.update(self._execute_module(module_name="rayfleet.cluster.stage_record", module_args=module_args,
                                            task_vars=task_vars))

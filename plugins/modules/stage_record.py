@@ -41,7 +41,9 @@ options:
     elements: str
     default: []
   directory:
-    description: Where the stage records are.
+    description:
+      - Where the stage records are. Unset, the action plugin passes C(/var/lib/rayfleet/stages/<cluster>), one
+        directory per Ray cluster (C(ray_cluster_name), C(default) when unnamed).
     type: path
     default: /var/lib/rayfleet/stages
 attributes:

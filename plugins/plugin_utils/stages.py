@@ -182,6 +182,16 @@ def collection_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def record_dir(hostvars, host):
+    """Where host keeps its stage records: one directory per Ray cluster (ray_cluster_name; "default" unnamed), so
+    two clusters sharing hosts keep their own."""
+    try:
+        name = str(hostvars[host].get("ray_cluster_name") or "")
+    except Exception:  # an undefined or broken template: the plan names it
+        name = ""
+    return os.path.join(RECORD_DIR, re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "default")
+
+
 def cluster_inputs(groups, head_plan):
     """What the cluster-reading stages take from the other hosts: the contract groups and the plan's members."""
     return {
