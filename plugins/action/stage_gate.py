@@ -60,6 +60,7 @@ class ActionModule(ActionBase):
         full = boolean(task_vars.get("rayfleet_full", False), strict=False)
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
+        own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
-            "runs" if run else "skipped", reason))
+            "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))
         return result

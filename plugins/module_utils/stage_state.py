@@ -296,13 +296,14 @@ def remove_record(directory, stage):
 def check_stage(record, inputs, states):
     """Compare a record with the stage's inputs digest now and the states captured now."""
     if record is None:
-        return {"recorded": False, "inputs_changed": None, "drifted": [], "upstream": {}, "digest": None}
-    drifted = [describe(key, recorded, states.get(key))
-               for key, recorded in sorted((record.get("state") or {}).items()) if states.get(key) != recorded]
+        return {"recorded": False, "inputs_changed": None, "drifted": [], "drifted_items": [], "upstream": {},
+                "digest": None}
+    keys = [key for key, recorded in sorted((record.get("state") or {}).items()) if states.get(key) != recorded]
     return {
         "recorded": True,
         "inputs_changed": inputs is not None and record.get("inputs") != inputs,
-        "drifted": drifted,
+        "drifted": [describe(key, record["state"][key], states.get(key)) for key in keys],
+        "drifted_items": keys,
         "upstream": record.get("upstream") or {},
         "digest": record_digest(record),
     }

@@ -70,6 +70,10 @@ stages:
       description: The items whose state differs from the record, each with what changed.
       type: list
       elements: str
+    drifted_items:
+      description: The keys of the items that drifted (C(file:/etc/x), C(unit:x.service), C(nft_table:inet x), ...).
+      type: list
+      elements: str
     upstream:
       description: The digests of the upstream stages' records when this stage recorded.
       type: dict
@@ -81,6 +85,7 @@ stages:
       recorded: true
       inputs_changed: false
       drifted: ["file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"]
+      drifted_items: ["file:/etc/rayfleet/ray-worker.json"]
       upstream: {nccl: "5b0c..."}
       digest: "a41f..."
 records:

@@ -59,6 +59,13 @@ skip:
   description: The opposite of RV(run).
   returned: success
   type: bool
+drifted_items:
+  description:
+    - The keys of this stage's items the drift check found changed on this host (C(nft_table:inet rayfleet), ...),
+      for roles whose tasks alone would not see the change (a table flushed under a unit that stays active).
+  returned: success
+  type: list
+  elements: str
 stage:
   description: The stage.
   returned: success

@@ -68,7 +68,7 @@ def test_a_clean_rerun_runs_no_stage_and_changes_nothing(head, request):
     before = ids(head)
     proc = site_ok()
     assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
-    assert gates(proc) == {}, "stages ran on a clean re-run: %s" % gates(proc)
+    assert gates(proc) == {}, f"stages ran on a clean re-run: {gates(proc)}"
     assert ids(head) == before, "a clean re-run restarted Ray"
     assert set(inventory_ips(request).values()) <= set(before)
 

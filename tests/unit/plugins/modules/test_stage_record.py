@@ -90,6 +90,7 @@ def test_a_record_is_root_only_and_a_clean_host_shows_no_drift(host):
         "recorded": True,
         "inputs_changed": False,
         "drifted": [],
+        "drifted_items": [],
         "upstream": {},
         "digest": out.result["digest"],
     }
@@ -128,8 +129,10 @@ def test_a_record_is_root_only_and_a_clean_host_shows_no_drift(host):
 def test_each_kind_of_drift_is_named_with_what_changed(host, change, expect):
     record(host)
     change(host)
-    drifted = check(host)["stages"]["ray"]["drifted"]
+    found = check(host)["stages"]["ray"]
+    drifted = found["drifted"]
     assert len(drifted) == 1 and expect in drifted[0], drifted
+    assert len(found["drifted_items"]) == 1 and drifted[0].startswith(found["drifted_items"][0] + " (")
 
 
 def test_a_crash_looping_unit_is_not_running(host):
@@ -148,6 +151,7 @@ def test_new_inputs_and_missing_records_are_reported(host):
         "recorded": False,
         "inputs_changed": None,
         "drifted": [],
+        "drifted_items": [],
         "upstream": {},
         "digest": None,
     }
