@@ -6,6 +6,8 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
   first   wall time of the first site.yml, and per role (ansible.posix.profile_roles)
   rerun   wall time of idempotent re-runs (median of --reruns); each must report changed=0 and
           leave every Ray node id unchanged (Ray untouched)
+  drift   wall time of re-runs after one config file was edited on one worker (median of --reruns); each must
+          report changed on that worker only, restore the file and leave every Ray node id unchanged
   floor   Ray's own floor in the same containers: the rayfleet units stopped, then `ray start`
           by hand (head, then all workers at once, with the same settings) until Ray lists every
           node alive; the units are started again afterwards
@@ -67,7 +69,8 @@ def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
 
 def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str]:
     env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles")
+               ANSIBLE_STDOUT_CALLBACK="default",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,rayfleet.cluster.stage_items")
     start = time.monotonic()
     proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
@@ -155,6 +158,19 @@ def main(argv: list[str] | None = None) -> int:
             if after != ids:
                 raise BenchError(f"re-run {i + 1} restarted Ray: node ids before {ids}, after {after}")
             reruns.append(took)
+        drifts = []
+        drifted_file = "/etc/sysctl.d/60-rayfleet.conf"
+        for i in range(args.reruns):
+            print(f"re-run after one drifted file on one worker {i + 1}/{args.reruns} ...", flush=True)
+            remote(sb, workers[0], f"echo '# edited by hand' | sudo tee -a {drifted_file} >/dev/null")
+            took, changed, _roles, out = run_site(sb)
+            hosts_changed = sorted(h for h, n in changed.items() if n)
+            if len(hosts_changed) != 1 or "edited by hand" in remote(sb, workers[0], f"cat {drifted_file}"):
+                raise BenchError(f"drift re-run {i + 1}: expected one worker repaired, changed: {changed}\n"
+                                 f"{out[-3000:]}")
+            if alive_nodes(sb, head) != ids:
+                raise BenchError(f"drift re-run {i + 1} restarted Ray")
+            drifts.append(took)
         floors = []
         for i in range(args.floor_runs):
             print(f"floor: plain ray start by hand {i + 1}/{args.floor_runs} ...", flush=True)
@@ -182,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                                     for name in rerun_roles[0]},
         "rerun_changed": 0,
         "rerun_ray_node_ids_unchanged": True,
+        "drift_rerun_s": [round(t, 2) for t in drifts],
+        "drift_rerun_median_s": round(statistics.median(drifts), 2),
         "floor_plain_ray_start_s": [round(t, 2) for t in floors],
         "floor_median_s": round(statistics.median(floors), 2),
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
@@ -195,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
              f"n={len(reruns)}, changed=0, Ray node ids unchanged"),
             *[(f"  {name}", f"{secs:.1f}", "profile_roles, median")
               for name, secs in result["rerun_per_role_median_s"].items() if secs >= 0.5],
+            ("re-run, one file drifted on one worker (median)", f"{result['drift_rerun_median_s']:.1f}",
+             f"n={len(drifts)}, repaired, Ray node ids unchanged"),
             ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
              f"n={len(floors)}, head + {len(workers)} workers to all alive"),
             ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]

@@ -90,8 +90,7 @@ def _unit_states(module, names):
     if systemctl is None:
         return {name: {"error": "no systemctl"} for name in names}
     argv = [systemctl, "show", "--property=Id,LoadState,ActiveState,SubState,UnitFileState", "--", *list(names)]
-    _rc, out, _err = _run(module, argv)
-    blocks = [block for block in out.split("\n\n")]
+    blocks = _run(module, argv)[1].split("\n\n")
     states = {}
     for name, block in zip(names, blocks + [""] * (len(names) - len(blocks))):
         props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
@@ -137,7 +136,7 @@ def _venv_packages(venv):
     found = {}
     for path in glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "*.dist-info")):
         stem = os.path.basename(path)[: -len(".dist-info")]
-        name, _, version = stem.partition("-")
+        name, version = ([*stem.split("-", 1), ""])[:2]
         found[_normalise(name)] = version
     return found
 
@@ -156,7 +155,7 @@ def _mount_state(path):
     try:
         with open("/proc/self/mountinfo") as handle:
             for line in handle:
-                left, _, right = line.partition(" - ")
+                left, right = ([*line.split(" - ", 1), ""])[:2]
                 fields, rest = left.split(), right.split()
                 if len(fields) >= 5 and fields[4] == path and len(rest) >= 2:
                     mounted = {"fstype": rest[0], "source": rest[1]}

@@ -76,21 +76,26 @@ def test_a_clean_rerun_runs_no_stage_and_changes_nothing(head, request):
 def test_b_every_kind_of_drift_is_found_and_repaired_without_restarting_ray(head):
     before = ids(head)
     drift = {
-        # a config file edited, and one removed
-        WORKER1: ["echo 'vm.swappiness = 77' >> /etc/sysctl.d/60-rayfleet.conf",
-                  "rm /etc/security/limits.d/60-rayfleet.conf",
-                  # a unit stopped; the fstab line removed
-                  "systemctl stop prometheus-node-exporter.service",
-                  "sed -i '\\# /mnt/shared #d' /etc/fstab"],
-        WORKER2: [  # a unit disabled; a package removed; authorized_keys edited
-                  "systemctl disable --quiet rayfleet-firewall.service",
-                  "dpkg -r rsync >/dev/null",
-                  f"echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHandEditedKeyxxxxxxxxxxxxxxxxxxxxxxxxxxxxx x@y' >> "
-                  f"{SSH_HOME}/authorized_keys"],
-        HEAD: [  # the nftables table flushed; the sshd drop-in removed; Prometheus's config edited
-               "nft flush table inet rayfleet",
-               "rm /etc/ssh/sshd_config.d/00-rayfleet.conf",
-               "echo '# edited by hand' >> /etc/prometheus/prometheus.yml"],
+        # a config file edited, and one removed; a unit stopped; the fstab line removed
+        WORKER1: [
+            "echo 'vm.swappiness = 77' >> /etc/sysctl.d/60-rayfleet.conf",
+            "rm /etc/security/limits.d/60-rayfleet.conf",
+            "systemctl stop prometheus-node-exporter.service",
+            "sed -i '\\# /mnt/shared #d' /etc/fstab",
+        ],
+        # a unit disabled; a package removed; authorized_keys edited
+        WORKER2: [
+            "systemctl disable --quiet rayfleet-firewall.service",
+            "dpkg -r rsync >/dev/null",
+            "echo 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHandEditedKeyxxxxxxxxxxxxxxxxxxxxxxxxxxxxx x@y' >> "
+            f"{SSH_HOME}/authorized_keys",
+        ],
+        # the nftables table flushed; the sshd drop-in removed; Prometheus's config edited
+        HEAD: [
+            "nft flush table inet rayfleet",
+            "rm /etc/ssh/sshd_config.d/00-rayfleet.conf",
+            "echo '# edited by hand' >> /etc/prometheus/prometheus.yml",
+        ],
     }
     for host, scripts in drift.items():
         for script in scripts:

@@ -198,7 +198,7 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             if not pre and not post:
                 continue
             if pre and pre[0]["rayfleet.cluster.stage_gate"]["stage"] == stages.VALIDATE:
-                assert not post, "%s: a validate play records nothing" % path.name
+                assert not post, f"{path.name}: a validate play records nothing"
                 continue
             assert pre and post, "{}: play {!r} gates without recording, or records without a gate".format(
                 path.name, play["name"]
