@@ -147,8 +147,9 @@ gpu-stack: deps venv image  ## the GPU-stack roles on a sandbox host without a G
 bake: deps venv image wheels  ## playbooks/bake.yml end to end: bare builder -> image -> 3 hosts from it -> site.yml
 	pytest -q -p no:cacheprovider --durations=0 tests/bake
 
-bench-converge: deps venv image wheels
+bench-converge: deps venv image wheels  ## site.yml first run, idempotent and one-drift re-runs, ray start floor -> docs/benchmarks.md
 	tools/bench_converge.py --workers $(WORKERS)
+	tools/bench_report.py
 
 bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to alive, boot to site.yml verified
 	tools/bench_bake.py --workers $(WORKERS)

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-runs", type=int, default=3)
     parser.add_argument("--name", default="bench")
     parser.add_argument("--keep", action="store_true", help="leave the sandbox running afterwards")
-    parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-converge.json"))
+    parser.add_argument("--out", help="the JSON result (default: artifacts/bench-converge-<hosts>hosts.json)")
     args = parser.parse_args(argv)
 
     sb = Sandbox(args.name)
@@ -188,8 +188,13 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "converge",
+        "command": f"make bench-converge WORKERS={args.workers}",
+        "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True,
+                                 check=False).stdout.strip(),
         "hosts": len(hosts),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
+                    "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+                    "os": platform.platform(terse=True)},
         "first_run_s": round(first, 1),
         "first_run_per_role_s": roles,
         "rerun_s": [round(t, 2) for t in reruns],
@@ -218,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
              f"n={len(floors)}, head + {len(workers)} workers to all alive"),
             ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]
-    publish(result, rows, args.out)
+    publish(result, rows, args.out or str(ROOT / "artifacts" / f"bench-converge-{len(hosts)}hosts.json"))
     return 0
 
 

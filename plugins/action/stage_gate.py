@@ -14,6 +14,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     STAGES,
     VALIDATE,
     StageError,
+    roles_to_check,
+    running_stages,
     stage,
     stage_verdict,
 )
@@ -60,6 +62,12 @@ class ActionModule(ActionBase):
         full = boolean(task_vars.get("rayfleet_full", False), strict=False)
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
+        if name == VALIDATE:
+            running = None if full else running_stages(host, drift, records_now, group_heads=heads,
+                                                         play_hosts=play_hosts)
+            roles = roles_to_check(running)
+            result["roles"] = roles if roles is not None else sorted(
+                {role for item in STAGES for role in item.roles})
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))

@@ -13,6 +13,7 @@ An item is a dict with a kind:
   user {name} / group {name}  uid, gid, home, shell / gid
   kmod {name}              whether the kernel module is loaded
   nft_table {family, name} the sha256 of the table's ruleset (nft -s: without counters)
+  sshd {name}              the sha256 of sshd's effective settings for that user (sshd -T), whatever file set them
 Every state is captured the same way when a stage records and when the drift check compares, in a few commands for
 all items together.
 """
@@ -32,7 +33,7 @@ import tempfile
 from ansible.module_utils.common.text.converters import to_text
 
 RECORD_FORMAT = 1
-KINDS = frozenset({"file", "unit", "package", "pip", "mount", "user", "group", "kmod", "nft_table"})
+KINDS = frozenset({"file", "unit", "package", "pip", "mount", "user", "group", "kmod", "nft_table", "sshd"})
 BIG_FILE = 16 * 1024 * 1024
 C_LOCALE = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
@@ -189,6 +190,16 @@ def _nft_state(module, family, table):
     return {"sha256": hashlib.sha256(out.encode()).hexdigest()}
 
 
+def _sshd_state(module, user):
+    sshd = module.get_bin_path("sshd", opt_dirs=["/usr/sbin", "/sbin"])
+    if sshd is None:
+        return None
+    rc, out, err = _run(module, [sshd, "-T", "-C", "user=%s,host=localhost,addr=127.0.0.1" % user])
+    if rc != 0:
+        return {"error": err.strip()[:200]}
+    return {"sha256": hashlib.sha256(out.encode()).hexdigest()}
+
+
 def capture(module, items):
     """{item key: state} for items, as the host has them now."""
     states = {}
@@ -219,6 +230,8 @@ def capture(module, items):
             states[key] = os.path.isdir("/sys/module/%s" % item["name"].replace("-", "_"))
         elif kind == "nft_table":
             states[key] = _nft_state(module, item["family"], item["name"])
+        elif kind == "sshd":
+            states[key] = _sshd_state(module, item["name"])
         else:
             states[key] = {"error": "unknown kind %s" % kind}
     return states

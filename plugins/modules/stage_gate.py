@@ -59,6 +59,13 @@ skip:
   description: The opposite of RV(run).
   returned: success
   type: bool
+roles:
+  description:
+    - With O(stage=validate), the roles whose variables are checked on this host - those of the stages that run
+      there (every role without a drift check or with C(rayfleet_full)).
+  returned: with O(stage=validate)
+  type: list
+  elements: str
 drifted_items:
   description:
     - The keys of this stage's items the drift check found changed on this host (C(nft_table:inet rayfleet), ...),

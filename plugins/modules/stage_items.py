@@ -20,8 +20,8 @@ author:
 options:
   items:
     description:
-      - The items, each a dict with a C(kind) (file, unit, package, pip, mount, user, group, kmod, nft_table) and the
-        keys that name it (C(path); C(name); C(venv) and C(name); C(family) and C(name)).
+      - The items, each a dict with a C(kind) (file, unit, package, pip, mount, user, group, kmod, nft_table,
+        sshd) and the keys that name it (C(path); C(name); C(venv) and C(name); C(family) and C(name)).
     type: list
     elements: dict
     required: true

@@ -417,13 +417,28 @@ def _validate_verdict(host, drift, records_now, group_heads, play_hosts):
     checked = drift.get(host)
     if not checked:
         return True, "no drift check ran on this host"
-    running = [
-        name for name in (checked.get("stages") or {})
-        if stage_verdict(name, host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)[0]
-    ]
+    running = running_stages(host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)
     if running:
         return True, "stages run here: %s" % ", ".join(running)
     return False, "no stage runs here, so nothing changes"
+
+
+def running_stages(host, drift, records_now, *, group_heads, play_hosts):
+    """The stages that run on host, as far as the drift check tells (None without one: all of them)."""
+    checked = drift.get(host)
+    if not checked:
+        return None
+    return [
+        name for name in (checked.get("stages") or {})
+        if stage_verdict(name, host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)[0]
+    ]
+
+
+def roles_to_check(running):
+    """The roles whose variables are checked on a host where these stages run (None: all of them)."""
+    if running is None:
+        return None
+    return sorted({role for name in running for role in STAGE_BY_NAME[name].roles})
 
 
 def drift_summary(checked):

@@ -181,3 +181,25 @@ def test_check_mode_writes_nothing(host):
 def test_a_bad_item_is_named(host):
     out = record(host, these=[{"kind": "file"}])
     assert out.failed and "stage ray: item" in out.result["msg"] and "path" in out.result["msg"]
+
+
+def test_sshds_effective_settings_are_compared_whatever_file_changed_them(host, monkeypatch):
+    """A line at the top of sshd_config undoes the drop-in: the effective settings (sshd -T) drift."""
+    from ansible.module_utils import basic
+
+    effective = host / "sshd-T"
+    effective.write_text("passwordauthentication no\n")
+    stub = host / "bin" / "sshd"
+    stub.write_text(f'#!/bin/sh\n[ "$1 $2 $3" = "-T -C user=rayfleet,host=localhost,addr=127.0.0.1" ] || exit 2\n'
+                    f"cat {effective}\n")
+    stub.chmod(0o755)
+    real = basic.AnsibleModule.get_bin_path
+
+    def get_bin_path(self, arg, required=False, opt_dirs=None):
+        return str(stub) if arg == "sshd" else real(self, arg, required=required, opt_dirs=opt_dirs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
+    record(host, stage="ssh_trust", these=[{"kind": "sshd", "name": "rayfleet"}])
+    assert check(host, {"ssh_trust": "i1"})["stages"]["ssh_trust"]["drifted"] == []
+    effective.write_text("passwordauthentication yes\n")
+    assert check(host, {"ssh_trust": "i1"})["stages"]["ssh_trust"]["drifted_items"] == ["sshd:rayfleet"]
