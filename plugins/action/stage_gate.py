@@ -63,8 +63,9 @@ class ActionModule(ActionBase):
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
         if name == VALIDATE:
-            running = None if full else running_stages(host, drift, records_now, group_heads=heads,
-                                                         play_hosts=play_hosts)
+            running = None
+            if not full:
+                running = running_stages(host, drift, records_now, group_heads=heads, play_hosts=play_hosts)
             roles = roles_to_check(running)
             result["roles"] = roles if roles is not None else sorted(
                 {role for item in STAGES for role in item.roles})
