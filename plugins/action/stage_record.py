@@ -40,7 +40,8 @@ class ActionModule(ActionBase):
                 changed=False, written=False, skipped=True,
                 skip_reason=(
                     "no record written: the rayfleet.cluster.stage_items callback is not enabled (callbacks_enabled "
-                    "in ansible.cfg), so the next run cannot tell what the %s stage applied and runs it again"
+                    "in ansible.cfg) or could not read one of the stage's results, so the next run cannot tell what "
+                    "the %s stage applied and runs it again"
                     % this.name
                 ),
             )

@@ -53,10 +53,12 @@ class CallbackModule(CallbackBase):
         self._items = {}  # host -> {stage: [items]}
 
     def _result(self, result):
-        host = result.host.get_name()
-        fields = result.task_fields or {}
-        action = short_action(fields.get("action") or result.task.action)
-        data = result.result
+        # ansible-core 2.19 names these host, task, task_fields and result; earlier releases only with a "_"
+        host = (getattr(result, "host", None) or result._host).get_name()
+        fields = getattr(result, "task_fields", None) or result._task_fields or {}
+        action = short_action(fields.get("action") or (getattr(result, "task", None) or result._task).action)
+        data = getattr(result, "result", None)
+        data = data if data is not None else result._result
         if action == "stage_gate":
             if data.get("stage") and data.get("run"):
                 self._current[host] = data["stage"]
@@ -67,7 +69,7 @@ class CallbackModule(CallbackBase):
             self._current.pop(host, None)
             return
         name = self._current.get(host)
-        if name is None:
+        if name is None or self._items[host][name] is None:
             return
         items = items_of_task_result(action, data, fields.get("args"))
         if items:
@@ -75,7 +77,15 @@ class CallbackModule(CallbackBase):
             spool_write(self._spool, host, self._items[host])
 
     def v2_runner_on_ok(self, result):
-        self._result(result)
+        try:
+            self._result(result)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # A result this callback cannot read: the open stage writes no record rather than an incomplete one.
+            host = getattr(getattr(result, "_host", None), "name", None)
+            if host in self._current:
+                self._items[host][self._current[host]] = None
+                spool_write(self._spool, host, self._items[host])
+            self._display.warning("rayfleet.cluster.stage_items: %s; no stage record for %s this run" % (exc, host))
 
     def v2_playbook_on_stats(self, stats):
         shutil.rmtree(self._spool, ignore_errors=True)

@@ -491,12 +491,16 @@ def spool_write(spool, host, stage_items):
 
 
 def spooled_items(host, name, spool=None):
-    """The items host's stage `name` reported in this run; None when no callback collects them."""
+    """The items host's stage `name` reported in this run; None when no callback collects them, or when it could
+    not read one of the stage's results."""
     spool = spool or os.environ.get(SPOOL_ENV)
     if not spool or not os.path.isdir(spool):
         return None
     try:
         with open(_spool_file(spool, host)) as handle:
-            return list(json.load(handle).get(name) or [])
+            stages_items = json.load(handle)
     except FileNotFoundError:
         return []
+    if name in stages_items and stages_items[name] is None:
+        return None
+    return list(stages_items.get(name) or [])

@@ -355,6 +355,8 @@ def test_the_spool_hands_a_hosts_items_from_the_callback_to_the_record(tmp_path,
     assert spooled_items("w1", "ray", spool=str(tmp_path)) == []
     assert spooled_items("w2", "common", spool=str(tmp_path)) == []
     assert spooled_items("w1", "common", spool=str(tmp_path / "gone")) is None
+    spool_write(str(tmp_path), "w1", {"common": None})  # a result the callback could not read
+    assert spooled_items("w1", "common", spool=str(tmp_path)) is None
 
 
 def test_a_run_limited_by_tags_writes_no_record():
