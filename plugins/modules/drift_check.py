@@ -27,16 +27,9 @@ options:
         the items only.
     type: dict
     required: true
-  directory:
-    description:
-      - Where the stage records are. Unset, the action plugin passes C(/var/lib/rayfleet/stages/<cluster>), one
-        directory per Ray cluster (C(ray_cluster_name), C(default) when unnamed).
-    type: path
-    default: /var/lib/rayfleet/stages
+extends_documentation_fragment:
+  - rayfleet.cluster.stage_records
 attributes:
-  action:
-    support: full
-    description: Its action plugin computes the inputs digest on the controller.
   check_mode:
     support: full
     description: Changes nothing; runs the same in check mode.
