@@ -515,7 +515,7 @@ class Sandbox:
                 "ansible_user": LOGIN_USER,
                 "ansible_ssh_private_key_file": str(self.key),
                 "ansible_ssh_common_args": ssh_args,
-                "rayfleet_sandbox_container": h["container"],
+                "sandbox_container": h["container"],
             }
         return inv
 

@@ -78,6 +78,7 @@ CONTRACT_GROUPS = ("ray_head", "ray_worker", "gpu", "nfs_server", "monitoring", 
 # The collection's code that decides what the stages apply
 CODE_DIRS = ("roles", "plugins", "playbooks", "library_py")
 CODE_FILES = ("site.yml",)
+SKIPPED_SUFFIXES = (".pyc", ".pyo", ".md")
 
 
 class StageError(Exception):
@@ -106,13 +107,13 @@ def digest(obj) -> str:
 
 def code_digest(root) -> str:
     """sha256 over the paths and contents of the collection's code under root (roles, plugins, playbooks, the node
-    library, site.yml), skipping caches."""
+    library, site.yml), skipping caches and Markdown (a role's README changes no host)."""
     sha = hashlib.sha256()
     paths = [os.path.join(root, name) for name in CODE_FILES if os.path.isfile(os.path.join(root, name))]
     for top in CODE_DIRS:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            paths.extend(os.path.join(dirpath, f) for f in filenames if not f.endswith((".pyc", ".pyo")))
+            paths.extend(os.path.join(dirpath, f) for f in filenames if not f.endswith(SKIPPED_SUFFIXES))
     for path in sorted(paths):
         sha.update(os.path.relpath(path, root).encode() + b"\0")
         with open(path, "rb") as handle:

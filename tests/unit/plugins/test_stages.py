@@ -342,6 +342,7 @@ def test_the_code_digest_follows_the_collections_code(tmp_path):
     first = stages.code_digest(tmp_path)
     (tmp_path / "plugins/modules/__pycache__").mkdir()
     (tmp_path / "plugins/modules/__pycache__/m.cpython-311.pyc").write_text("x")
+    (tmp_path / "roles/r/README.md").write_text("documentation")
     assert stages.code_digest(tmp_path) == first
     (tmp_path / "roles/r/tasks/main.yml").write_text("b")
     assert stages.code_digest(tmp_path) != first
