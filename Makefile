@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu collection clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -28,6 +28,7 @@ help:
 	@echo "make dashboard [INVENTORY=inventories/x]  SSH tunnel to the head's Ray dashboard; prints the URL"
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | molecule-full | bake | bench-converge | bench-collective"
 	@echo "make test-gpu (on a GPU host) | make gpu-wheels (Ray + ansible-core for a GPU host without network)"
+	@echo "make collection        the collection tarball (ansible-galaxy collection build) -> $(COLLECTION_DIR)/"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -156,6 +157,13 @@ bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to alive,
 
 bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight wall time
 	tools/bench_collective.py --workers $(WORKERS)
+
+# The collection as Galaxy and `ansible-galaxy collection install` take it; galaxy.yml's build_ignore keeps local
+# state (venv, sandbox, caches, artifacts) out of it.
+COLLECTION_DIR ?= artifacts/collection
+collection: venv
+	mkdir -p $(COLLECTION_DIR)
+	ansible-galaxy collection build --force --output-path $(COLLECTION_DIR) .
 
 clean: demo-down
 	rm -rf .cache tests/output artifacts

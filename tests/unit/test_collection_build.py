@@ -19,4 +19,5 @@ def test_collection_builds_with_modules_roles_and_library(tmp_path):
     for wanted in ("plugins/modules/ray_node.py", "plugins/modules/ray_cluster_info.py", "roles/ray/tasks/main.yml",
                    "library_py/rayfleet/raynode.py", "site.yml", "MANIFEST.json"):
         assert wanted in names
-    assert not {n for n in names if n.split("/")[0] in (".venv", ".sandbox", ".cache", ".ansible", "collections")}
+    assert not {n for n in names if n.split("/")[0] in (
+        ".venv", ".sandbox", ".cache", ".ansible", ".pytest_cache", ".ruff_cache", "artifacts", "collections")}
