@@ -102,9 +102,16 @@ test-ubuntu: deps venv wheels
 	RAYFLEET_SANDBOX_DISTRO=ubuntu2404 tools/sandbox.py image
 	RAYFLEET_SANDBOX_DISTRO=ubuntu2404 PYTEST_ADDOPTS="-m 'not extended'" molecule test
 
+# CHANGELOG.md is rendered from changelogs/changelog.yaml: lint fails on a bad fragment and on a CHANGELOG.md that
+# was edited by hand or not regenerated (antsibull-changelog generate).
+LINT_TMP := .cache/lint
 lint: venv
 	ruff check .
 	ansible-lint
+	antsibull-changelog lint
+	mkdir -p $(LINT_TMP)
+	antsibull-changelog generate --output $(LINT_TMP)/CHANGELOG.md --output-format md
+	diff -u CHANGELOG.md $(LINT_TMP)/CHANGELOG.md
 
 sanity: venv
 	tools/ansible-test.sh sanity --python 3.11

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 name: stage_items
 type: aggregate
 short_description: Collect the items each rayfleet stage manages on each host, for its record
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Watches the results of the tasks between a stage's M(rayfleet.cluster.stage_gate) and its
     M(rayfleet.cluster.stage_record) on each host, and collects the items they managed there - files written

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: drift_check
 short_description: Compare a host with what each rayfleet stage last applied there, in one round trip
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Reads every stage record on the host (written by M(rayfleet.cluster.stage_record) when a stage finished there),
     captures the current state of every item the records name (files, units, packages, pip packages, mounts, users,

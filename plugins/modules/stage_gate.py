@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: stage_gate
 short_description: Decide whether a rayfleet stage runs on a host, from the run's drift check
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
   - A stage runs on a host when the host has no record of it, its inputs changed, an item it manages drifted (see

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: stage_items
 short_description: Declare items a stage manages through commands, for its drift record
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
   - Most items a stage manages are taken from its tasks' results (files, units, packages, ...) by the

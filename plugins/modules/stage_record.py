@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: stage_record
 short_description: Record what a rayfleet stage applied on a host, for the next drift check
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - Captures the state of the items a stage managed on the host (the action plugin passes the items the stage's
     tasks reported, collected by the C(rayfleet.cluster.stage_items) callback) and writes them, with the digest of
