@@ -5,11 +5,28 @@ restarts only where its own settings changed; and the run after that reports cha
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import subprocess
+import time
 
 import pytest
-from conftest import ROOT, SANDBOX, ansible_env, container, head_host, inventory_ips, podman, ray_nodes, run_site
+from conftest import (
+    CONTAINERS_CONF,
+    PYTHON_AS_RAY,
+    RAY_DEFAULTS,
+    ROOT,
+    SANDBOX,
+    ansible_env,
+    container,
+    head_host,
+    inventory_ips,
+    node_ip,
+    podman,
+    ray_nodes,
+    run_site,
+)
 
 HEAD, WORKER1, WORKER2 = f"{SANDBOX}-head", f"{SANDBOX}-worker1", f"{SANDBOX}-worker2"
 SSH_HOME = "/var/lib/rayfleet/.ssh"
@@ -165,3 +182,58 @@ def test_d_drift_yml_reports_without_changing_anything(head):
     finally:
         site_ok()
     assert "# by hand" not in sh(WORKER1, "cat /etc/sysctl.d/60-rayfleet.conf")
+
+
+# A Ray job that keeps every CPU of every node busy: on each node as many spinning tasks as the node has cores, each
+# pinned there (the node:<ip> resource) and stopping on its own after a deadline; the driver prints when all spin.
+LOAD = """
+import os, time, ray
+ray.init(address="{gcs}")
+@ray.remote(num_cpus=0, max_retries=0)
+def spin(until):
+    open("/tmp/rf-load-" + str(os.getpid()), "w").close()
+    while time.time() < until:
+        pass
+    return os.uname().nodename
+until = time.time() + {seconds}
+ips = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
+refs = [spin.options(resources={{"node:" + ip: 0.001}}).remote(until) for ip in ips for _ in range(os.cpu_count())]
+print("SPINNING", len(ips), len(refs), flush=True)
+print("DONE", sorted(set(ray.get(refs))), flush=True)
+"""
+
+
+def busy_cpus(host: str) -> float:
+    """The host's CPU load average over the last minute, per core (what the loaded host's sshd and sudo live with)."""
+    load, cores = sh(host, "cut -d' ' -f1 /proc/loadavg; nproc").split()
+    return float(load) / int(cores)
+
+
+def test_e_a_rerun_while_a_job_saturates_every_cpu_succeeds_and_changes_nothing(head, request):
+    """Hosts busy with a job still answer SSH and sudo in time: the connection and become timeouts are sized for
+    saturated CPUs, and a clean re-run neither fails nor touches Ray."""
+    before = ids(head)
+    script = LOAD.format(gcs=f"{node_ip(head)}:{RAY_DEFAULTS['ray_gcs_port']}", seconds=240)
+    driver = subprocess.Popen(["podman", "exec", container(HEAD), "sh", "-c",
+                               f"echo {base64.b64encode(script.encode()).decode()} | base64 -d > /tmp/rf-load.py && "
+                               f"chmod 0644 /tmp/rf-load.py && exec {PYTHON_AS_RAY} /tmp/rf-load.py"],
+                              env=dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 90
+        while not line.startswith("SPINNING"):
+            assert time.monotonic() < deadline and driver.poll() is None, f"the load job did not start: {line}"
+            line = driver.stdout.readline()
+        assert int(line.split()[1]) == len(before), f"the load job does not reach every node: {line}"
+        time.sleep(45)  # let the load average climb
+        loads = {host: busy_cpus(host) for host in (HEAD, WORKER1, WORKER2)}
+        assert all(load >= 1.0 for load in loads.values()), f"the job did not saturate every host: {loads}"
+        proc = site_ok()
+        assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
+        assert driver.poll() is None, "the load job ended before the re-run did: the re-run was not under load"
+    finally:
+        driver.kill()
+        sh(HEAD, "pkill -f rf-load.py || :")  # the driver gone, Ray stops its tasks
+    print(f"\nload per core when the re-run started: {loads}")
+    assert ids(head) == before, "the re-run under load restarted Ray"
