@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu collection clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu collection docs clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -29,6 +29,7 @@ help:
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | molecule-full | bake | bench-converge | bench-collective"
 	@echo "make test-gpu (on a GPU host) | make gpu-wheels (Ray + ansible-core for a GPU host without network)"
 	@echo "make collection        the collection tarball (ansible-galaxy collection build) -> $(COLLECTION_DIR)/"
+	@echo "make docs              the module, plugin and role reference (antsibull-docs) -> $(REFERENCE_DIR)/"
 
 deps:  ## system packages the sandbox needs (Debian/Ubuntu)
 	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -103,7 +104,8 @@ test-ubuntu: deps venv wheels
 	RAYFLEET_SANDBOX_DISTRO=ubuntu2404 PYTEST_ADDOPTS="-m 'not extended'" molecule test
 
 # CHANGELOG.md is rendered from changelogs/changelog.yaml: lint fails on a bad fragment and on a CHANGELOG.md that
-# was edited by hand or not regenerated (antsibull-changelog generate).
+# was edited by hand or not regenerated (antsibull-changelog generate). Likewise the plugins' and roles' docs
+# (schema, markup, references) and docs/reference/, which must be what make docs writes.
 LINT_TMP := .cache/lint
 lint: venv
 	ruff check .
@@ -112,6 +114,10 @@ lint: venv
 	mkdir -p $(LINT_TMP)
 	antsibull-changelog generate --output $(LINT_TMP)/CHANGELOG.md --output-format md
 	diff -u CHANGELOG.md $(LINT_TMP)/CHANGELOG.md
+	antsibull-docs lint-collection-docs --plugin-docs .
+	rm -rf $(LINT_TMP)/reference && mkdir -p $(LINT_TMP)/reference
+	$(REFERENCE_BUILD) --dest-dir $(LINT_TMP)/reference rayfleet.cluster
+	@diff -r -q $(REFERENCE_DIR) $(LINT_TMP)/reference || { echo "$(REFERENCE_DIR) is stale: run make docs"; exit 1; }
 
 sanity: venv
 	tools/ansible-test.sh sanity --python 3.11
@@ -171,6 +177,16 @@ COLLECTION_DIR ?= artifacts/collection
 collection: venv
 	mkdir -p $(COLLECTION_DIR)
 	ansible-galaxy collection build --force --output-path $(COLLECTION_DIR) .
+
+# The module, plugin and role reference, from the plugins' DOCUMENTATION and the roles' argument specs, as
+# reStructuredText (antsibull-docs writes no Markdown). ansible.cfg's collections_path resolves this checkout as
+# rayfleet.cluster; --cleanup everything removes pages of plugins that are gone.
+REFERENCE_DIR := docs/reference
+REFERENCE_BUILD := antsibull-docs collection --use-current --fail-on-error --output-format simplified-rst \
+	--squash-hierarchy --no-add-antsibull-docs-version --cleanup everything
+docs: venv
+	mkdir -p $(REFERENCE_DIR)
+	$(REFERENCE_BUILD) --dest-dir $(REFERENCE_DIR) rayfleet.cluster
 
 clean: demo-down
 	rm -rf .cache tests/output artifacts
