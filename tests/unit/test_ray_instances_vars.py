@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The ray role's names, ports and shares of a host's node instances (ray_node_instances): the cluster plan's
 (plugins/plugin_utils/cluster_plan.py) as the role's vars (roles/ray/vars/main.yml) read it in Ansible, with the
-shares and nodes no longer wanted that the role derives from what it finds on the host; and the same for a host's one
-node (what every earlier release wrote)."""
+shares the role derives from what it finds on the host; and the same for a host's one node."""
 
 import json
 import subprocess
@@ -18,16 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOWN = ("{{ {'instances': __ray_instances, 'units': __ray_units, 'configs': __ray_config_paths, 'first': {"
          "'unit': __ray_unit, 'config': __ray_config_path, 'temp': __ray_temp_dir, 'container': __ray_container_name,"
          " 'node_name': __ray_node_name, 'cpus': __ray_node_cpus,"
-         " 'object_store': __ray_node_object_store}, 'unwanted': __ray_unwanted | map(attribute='unit') | list,"
-         " 'firewall_ports': __firewall_instance_ports} | to_json }}")
+         " 'object_store': __ray_node_object_store}, 'firewall_ports': __firewall_instance_ports} | to_json }}")
 
 
-# What the validate step's clusters probe read on the host: this cluster's plain worker, its instances gpu0 and
-# gpu9, its plain head, and another cluster's instance
-PROBED = [{"path": f"/etc/rayfleet/{f}.json", "name": n, "role": r, "instance": i} for f, n, r, i in [
-    ("ray-worker", "", "worker", ""), ("ray-worker-gpu0", "", "worker", "gpu0"),
-    ("ray-worker-gpu9", "", "worker", "gpu9"), ("ray-head", "", "head", ""),
-    ("ray-teamb-worker-gpu0", "teamb", "worker", "gpu0")]]
 CASES = {
     "one": {},
     "one-named": {"ray_cluster_name": "teamb"},
@@ -40,9 +32,6 @@ CASES = {
     "slots-one-left": {"ray_node_instance_slots": 4, "ray_node_instances": [{"name": "gpu3", "gpus": [3], "slot": 3}]},
     "two-by-place": {"ray_node_instances": [{"name": "a"}, {"name": "b"}]},
     "one-left-by-place": {"ray_node_instances": [{"name": "b"}]},
-    "probed-instances": {"ray_node_instances": [{"name": "gpu0"}],
-                         "__ray_clusters_probe": {"stdout_lines": [json.dumps(PROBED)]}},
-    "probed-head": {"ray_node_role": "head", "__ray_clusters_probe": {"stdout_lines": [json.dumps(PROBED)]}},
 }
 
 
@@ -114,14 +103,6 @@ def test_three_instances_get_names_port_blocks_worker_port_slices_and_shares(com
     # 1998 worker ports in three slices of 666, in order, none shared
     assert [(p["min_worker"], p["max_worker"]) for p in ports] == [(10002, 10667), (10668, 11333), (11334, 11999)]
     assert [i["gpus"] for i in got["instances"]] == [[0], [1], ["GPU-2"]]
-
-
-def test_nodes_no_longer_wanted_are_this_clusters_alone(computed):
-    """Instances taken out of the list and the one node they replace go; so do instances of a host that became the
-    head (its plain worker unit is other_role.yml's, as before); another cluster's nodes never."""
-    assert computed["one"]["unwanted"] == []
-    assert computed["probed-instances"]["unwanted"] == ["ray-worker.service", "ray-worker-gpu9.service"]
-    assert computed["probed-head"]["unwanted"] == ["ray-worker-gpu0.service", "ray-worker-gpu9.service"]
 
 
 def test_fixed_slots_keep_the_remaining_instance_as_it_was(computed):
