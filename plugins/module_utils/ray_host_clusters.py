@@ -11,6 +11,7 @@ node's venv holds .rayfleet-requirements (what was installed into it). Only read
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -62,10 +63,8 @@ def read_clusters(root):
             venv=venv,
             requirements=requirements,
         )
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a host node has no container record
             entry["container"] = _read_json(path[: -len(".json")] + ".container.json")
-        except (OSError, ValueError):
-            pass
         found.append(entry)
     return found
 

@@ -68,11 +68,10 @@ options:
     description: The GPU UUIDs this cluster's containers get on the host.
     type: list
     elements: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.info_module
+seealso:
+  - module: rayfleet.cluster.ray_node
 """
 
 EXAMPLES = r"""
