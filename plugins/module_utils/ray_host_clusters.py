@@ -132,8 +132,8 @@ def collisions(found, me):
                 "ray_*_port values and worker port range;" % (shown, _label(cluster), cluster["path"])
             )
         if cluster.get("temp_dir") == me["temp_dir"]:
-            problems.append("ray_temp_dir %s is also cluster %s's (%s);" % (me["temp_dir"], _label(cluster),
-                                                                             cluster["path"]))
+            problems.append("ray_temp_dir %s is also cluster %s's (%s);"
+                            % (me["temp_dir"], _label(cluster), cluster["path"]))
         if cluster.get("venv") == me["venv"] and cluster.get("requirements") not in ("", me["requirements"]):
             first = (cluster["requirements"].splitlines() or [""])[0]
             problems.append(

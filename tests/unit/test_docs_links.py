@@ -61,7 +61,7 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     for target in links(page.read_text()):
         if not is_relative(target):
             continue
-        path, _, anchor = target.partition("#")
+        path, _hash, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page.resolve()
         if not dest.exists():
             broken.append(f"{target}: no such file")

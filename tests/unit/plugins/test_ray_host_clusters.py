@@ -67,8 +67,8 @@ def test_a_cluster_alone_on_its_host_fits(tmp_path):
 
 def test_a_worker_whose_name_is_another_heads_cluster_is_refused(tmp_path):
     settings(tmp_path, "ray-teamb-worker", head_address="10.0.0.99:6380", ports={}, temp_dir="/tmp/ray-teamb")
-    problems = collisions(read_clusters(str(tmp_path)), me(name="teamb", head="10.0.0.10:6380",
-                                                            temp_dir="/tmp/ray-teamb"))
+    mine = me(name="teamb", head="10.0.0.10:6380", temp_dir="/tmp/ray-teamb")
+    problems = collisions(read_clusters(str(tmp_path)), mine)
     assert len(problems) == 1
     assert "the name is already the cluster whose head is 10.0.0.99:6380" in problems[0]
     assert "not 10.0.0.10:6380" in problems[0] and "ray_cluster_name" in problems[0]
@@ -111,10 +111,10 @@ def test_nodes_no_longer_wanted_are_this_clusters_alone(tmp_path):
         {"unit": u, "files": [f"/etc/systemd/system/{u}", str(tmp_path / f"{n}.json"),
                               str(tmp_path / f"{n}.container.json")]}
         for n, u in (("ray-worker-gpu0", "ray-worker-gpu0.service"), ("ray-worker-gpu9", "ray-worker-gpu9.service"))]
-    assert sorted(u["unit"] for u in unwanted(found, "", "worker", ["gpu0"])) == ["ray-worker-gpu9.service",
-                                                                                 "ray-worker.service"]
-    assert [u["unit"] for u in unwanted(found, "", "head", [""])] == ["ray-worker-gpu0.service",
-                                                                     "ray-worker-gpu9.service"]
+    units = sorted(u["unit"] for u in unwanted(found, "", "worker", ["gpu0"]))
+    assert units == ["ray-worker-gpu9.service", "ray-worker.service"]
+    units = [u["unit"] for u in unwanted(found, "", "head", [""])]
+    assert units == ["ray-worker-gpu0.service", "ray-worker-gpu9.service"]
     assert [u["unit"] for u in unwanted(found, "teamb", "worker", ["gpu1"])] == ["ray-teamb-worker-gpu0.service"]
 
 
