@@ -216,14 +216,16 @@ def test_e_a_rerun_while_a_job_saturates_every_cpu_succeeds_and_changes_nothing(
     script = LOAD.format(gcs=f"{node_ip(head)}:{RAY_DEFAULTS['ray_gcs_port']}", seconds=240)
     driver = subprocess.Popen(["podman", "exec", container(HEAD), "sh", "-c",
                                f"echo {base64.b64encode(script.encode()).decode()} | base64 -d > /tmp/rf-load.py && "
-                               f"chmod 0644 /tmp/rf-load.py && exec {PYTHON_AS_RAY} /tmp/rf-load.py"],
+                               f"chmod 0644 /tmp/rf-load.py && {PYTHON_AS_RAY} /tmp/rf-load.py"],
                               env=dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
         line = ""
         deadline = time.monotonic() + 90
         while not line.startswith("SPINNING"):
-            assert time.monotonic() < deadline and driver.poll() is None, f"the load job did not start: {line}"
+            if driver.poll() is not None or time.monotonic() > deadline:
+                rest = driver.stdout.read() if driver.poll() is not None else ""
+                pytest.fail(f"the load job did not start: {line}{rest[-2000:]}")
             line = driver.stdout.readline()
         assert int(line.split()[1]) == len(before), f"the load job does not reach every node: {line}"
         time.sleep(45)  # let the load average climb
@@ -234,6 +236,6 @@ def test_e_a_rerun_while_a_job_saturates_every_cpu_succeeds_and_changes_nothing(
         assert driver.poll() is None, "the load job ended before the re-run did: the re-run was not under load"
     finally:
         driver.kill()
-        sh(HEAD, "pkill -f rf-load.py || :")  # the driver gone, Ray stops its tasks
+        sh(HEAD, "pkill -f '[r]f-load.py' || :")  # the driver gone, Ray stops its tasks
     print(f"\nload per core when the re-run started: {loads}")
     assert ids(head) == before, "the re-run under load restarted Ray"
