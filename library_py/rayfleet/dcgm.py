@@ -113,6 +113,11 @@ def parse_diag(text: str) -> DiagReport:
     return report
 
 
+def installed(which: Any = shutil.which) -> bool:
+    """Whether DCGM's command-line tool is on this host (the diagnostic needs it and DCGM's host engine)."""
+    return which("dcgmi") is not None
+
+
 def run_diag(level: int, timeout: float, run: Any = subprocess.run,
              which: Any = shutil.which) -> tuple[DiagReport | None, str]:
     """Run `dcgmi diag -r LEVEL -j` here: (report, "") or (None, why it could not run)."""
