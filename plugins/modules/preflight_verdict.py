@@ -125,6 +125,7 @@ path:
 
 import json
 import os
+import sys
 import tempfile
 import time
 
@@ -179,6 +180,10 @@ def write_text(module, path, content):
 def main():
     module = build_module()
     require_rayfleet(module)
+    if build_verdict is None:
+        module.fail_json(msg="the rayfleet library of %s has no rayfleet.gate.build_verdict: it is older than this "
+                         "collection; run the ray stage (site.yml --tags ray) to update the Ray venv"
+                         % sys.executable)
     p = module.params
     verdict = build_verdict(p["problems"], p["node_ids"], p["collective"], time.time(), p["not_run_reason"])
     content = json.dumps(verdict, indent=4, sort_keys=True) + "\n"

@@ -80,3 +80,10 @@ def test_unwritable_path_fails_naming_it(monkeypatch, tmp_path):
     out = run(preflight_verdict, {"path": str(blocker / "preflight.json")})
     assert out.failed and out.result["msg"].startswith(
         f"cannot write the preflight verdict to {blocker / 'preflight.json'} on this host: ")
+
+
+def test_an_older_rayfleet_library_is_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(preflight_verdict, "build_verdict", None)
+    out = run(preflight_verdict, {"path": str(tmp_path / "preflight.json")})
+    assert out.failed and "has no rayfleet.gate.build_verdict: it is older than this collection" in out.result["msg"]
+    assert not (tmp_path / "preflight.json").exists()
