@@ -102,6 +102,7 @@ def _storage_line(storage: dict) -> str:
 
 def markdown(data: dict, plot_note: str) -> str:
     c, cluster = data["collective"], data["cluster"]
+    verdict = data.get("verdict") or {}
     ok, problems = _verdict(data)
     out = [f"# Cluster health: {'PASS' if ok else 'FAIL'}", "",
            f"- checked: {data['time']} from `{data['head']}`",
@@ -117,8 +118,12 @@ def markdown(data: dict, plot_note: str) -> str:
            (f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
             f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
             f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})"
-            if c.get("rows") else "- all-reduce: not measured (a node failed its GPU check, the check could not run, "
-            "or preflight_collective is false)"), ""]
+            if c.get("rows") else "- all-reduce: not measured (" + (verdict.get("bandwidth_note") or "a node failed "
+            "its GPU check, the check could not run, or preflight_collective is false") + ")")]
+    if verdict and not verdict.get("bandwidth_measured"):
+        out.append(f"- submission gate: bandwidth not measured ({verdict.get('bandwidth_note') or 'no reason given'}):"
+                   " playbooks/submit.yml refuses this verdict unless submit_preflight=skip")
+    out.append("")
     if problems:
         out += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     gpu_rows = _gpu_rows(data)
@@ -167,7 +172,8 @@ def html_report(data: dict, plot_note: str) -> str:
     c = data["collective"]
     ok, problems = _verdict(data)
     md = markdown(data, plot_note)
-    summary = [line[2:] for line in md.splitlines() if line.startswith("- ")][:6]
+    # the summary: the list between the title and the first section
+    summary = [line[2:] for line in md.split("\n\n")[1].splitlines() if line.startswith("- ")]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rayfleet cluster health</title><style>"
         "body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse}"
