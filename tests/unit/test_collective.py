@@ -319,8 +319,14 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
                                            "bootstrap": {"address": "10.0.0.10", "port": 40000}}},
                                  {"name": "demo-worker1", "ip": "10.0.0.11", "ranks": [1], "gpu_ids": [],
                                   "nccl": {"available": False, "reason": "no libnccl found"}}],
-                       "pairs": [{"nodes": ["demo-head", "demo-worker2"], "busbw_gbps": 0.01, "size": 1 << 20}],
-                       "pair_findings": {"slow_pairs": [{"nodes": ["demo-head", "demo-worker2"]}]}},
+                       "pairs": [{"nodes": ["demo-head", "demo-worker2"], "busbw_gbps": 0.01, "size": 1 << 20},
+                                 {"nodes": ["demo-worker2", "demo-worker1"], "busbw_gbps": 0.01, "size": 1 << 20,
+                                  "phase": "confirm", "round": 4, "slow": True}],
+                       "pair_findings": {"slow_pairs": [{"nodes": ["demo-head", "demo-worker2"]}],
+                                         "suspects": ["demo-worker2"], "rounds": 4, "pair_tests": 4,
+                                         "first_pass": "ring of 3 nodes", "threshold_gbps": 0.14,
+                                         "hosts": [{"host": "10.0.0.12", "name": "demo-worker2",
+                                                    "nodes": {"demo-worker2/a": "slow", "demo-worker2/b": "ok"}}]}},
         "storage": {"demo-head": [], "demo-worker1": [{"path": "/shared", "state": "ok", "reason": "mounted"}],
                     "demo-worker2": [{"path": "/shared", "state": "degraded", "reason": "server unreachable"}]},
     }
@@ -336,6 +342,11 @@ def test_report_renders_markdown_html_and_plot(tmp_path):
             in md), md
     assert "| demo-head | no: no NVIDIA driver on this host | 0 | 0 |" in md
     assert "| demo-head - demo-worker2 | 1 MiB | 0.010 | yes |" in md
+    assert "| demo-worker2 - demo-worker1 (re-test) | 1 MiB | 0.010 | yes |" in md
+    assert ("- ring of 3 nodes, then halves and re-tests with nodes that passed: 4 round(s), 4 pair test(s); slow "
+            "below 0.140 GB/s") in md
+    assert "- slow, confirmed by a re-test with a node that passed: demo-worker2" in md
+    assert "- host demo-worker2 (10.0.0.12): demo-worker2/a slow, demo-worker2/b ok" in md
     assert "| demo-head | 10.0.0.10 | 0 | - | 2.30.7 (10.0.0.10, =eth0) |" in md
     assert "| demo-worker1 | 10.0.0.11 | 1 | - | - |" in md
     assert "<span class='fail'>FAIL</span>" in (tmp_path / "report.html").read_text()
