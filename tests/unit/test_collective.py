@@ -368,3 +368,45 @@ def test_bundles_per_node_and_too_few_nodes_named():
     with pytest.raises(c.CollectiveError, match="Ray reports no GPUs"):
         c.plan_bundles(nodes, c.Options(), "nccl")
     assert c.plan_bundles([_node(16, 8)], c.Options(intra_node=True), "nccl")[2] == 1
+
+
+class _Method:
+    def __init__(self, fn):
+        self.remote = fn
+
+
+class _FakeRank:
+    """A rank actor's two methods the pair tests call; .remote returns the value itself (get() passes it on)."""
+
+    def __init__(self, rank, log, times):
+        self.groups = []
+        self.new_group = _Method(lambda ranks: self.groups.append(tuple(ranks)))
+        self.run = _Method(lambda sizes, warmup, iters, ranks: (log.append((rank, tuple(ranks)))
+                                                                 or [(sizes[0], times[tuple(ranks)], 0)]))
+
+
+def test_the_ray_measurement_makes_each_group_once_and_reads_each_pairs_own_time():
+    nodes = _nodes(["a", "b", "c", "d"])
+    for i, node in enumerate(nodes):
+        node["ranks"] = [2 * i, 2 * i + 1]  # two ranks (GPUs) per node
+    times = {(0, 1, 2, 3): 1000.0, (4, 5, 6, 7): 4000.0, (0, 1, 4, 5): 2000.0}
+    log, batches = [], []
+    actors = [_FakeRank(r, log, times) for r in range(8)]
+
+    def get(refs, what):
+        batches.append(what)
+        return refs
+
+    measure = c._ray_measure(actors, nodes, get, size=1 << 20, iters=5, concurrent=True)
+    found = measure([((0,), (1,)), ((2,), (3,))])
+    assert found == [pytest.approx(c.Row(1 << 20, 1000.0, 4).busbw_gbps),
+                     pytest.approx(c.Row(1 << 20, 4000.0, 4).busbw_gbps)]
+    assert all(a.groups == [(0, 1, 2, 3), (4, 5, 6, 7)] for a in actors)  # every rank, in the same order
+    assert batches[-1] == "the pair test(s) a - b, c - d" and sorted(r for r, _g in log) == list(range(8))
+    measure([((0,), (1,)), ((0,), (2,))])  # a group seen before is not made again
+    assert all(a.groups == [(0, 1, 2, 3), (4, 5, 6, 7), (0, 1, 4, 5)] for a in actors)
+
+    batches.clear()
+    one_by_one = c._ray_measure(actors, nodes, get, size=1 << 20, iters=5, concurrent=False)
+    assert one_by_one([((0,), (1,)), ((2,), (3,))]) == found
+    assert batches[-2:] == ["the pair test(s) a - b", "the pair test(s) c - d"]
