@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective test-gpu gpu-wheels bench-gpu collection docs clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective bench-localize test-gpu gpu-wheels bench-gpu collection docs clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -27,6 +27,8 @@ help:
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
 	@echo "make dashboard [INVENTORY=inventories/x]  SSH tunnel to the head's Ray dashboard; prints the URL"
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | molecule-full | bake | bench-converge | bench-collective"
+	@echo "make bench-localize    the preflight's slow-node search on a simulated cluster (no Ray): rounds, pair tests,"
+	@echo "                       wall time, false positives/negatives for 8-1024 nodes -> docs/benchmarks.md"
 	@echo "make test-gpu (on a GPU host) | make gpu-wheels (Ray + ansible-core for a GPU host without network)"
 	@echo "make collection        the collection tarball (ansible-galaxy collection build) -> $(COLLECTION_DIR)/"
 	@echo "make docs              the module, plugin and role reference (antsibull-docs) -> $(REFERENCE_DIR)/"
@@ -170,6 +172,12 @@ bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to alive,
 
 bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight wall time
 	tools/bench_collective.py --workers $(WORKERS)
+
+# Python's standard library only (rayfleet.localize on its bandwidth model): no venv, no sandbox, about a minute.
+# LOCALIZE_ARGS passes options, e.g. LOCALIZE_ARGS="--trials 100 --seed 2"
+bench-localize:  ## the preflight's pair tests finding slow nodes on a simulated cluster -> docs/benchmarks.md
+	$(PYTHON) tools/bench_localize.py $(LOCALIZE_ARGS)
+	$(PYTHON) tools/bench_report.py
 
 # The collection as Galaxy and `ansible-galaxy collection install` take it; galaxy.yml's build_ignore keeps local
 # state (venv, sandbox, caches, artifacts) out of it.

@@ -6,7 +6,8 @@ Each benchmark owns one section of docs/benchmarks.md, between `<!-- begin: NAME
 a section is rewritten when its results are in artifacts/ and left as it is otherwise, so a machine that ran one
 benchmark updates that one only. The figures are never typed by hand.
 
-Example: tools/bench_report.py            (after make bench-converge WORKERS=2, 5 and 8)
+Examples: tools/bench_report.py            (after make bench-converge WORKERS=2, 5 and 8)
+          tools/bench_report.py            (after make bench-localize)
 """
 
 from __future__ import annotations
@@ -93,8 +94,67 @@ def converge_section(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _size(n: int) -> str:
+    return f"{n >> 30} GiB" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{n >> 20} MiB"
+
+
+def localize_section(results: list[dict]) -> str:
+    r = max(results, key=lambda x: x["date"])
+    m = r["model"]
+    lines = [
+        "## Localizing slow nodes",
+        "",
+        "`make bench-localize` (writes `artifacts/bench-localize.json`): the preflight's pair tests",
+        "(`rayfleet.localize`, see [Preflight](preflight.md#what-the-preflight-checks)) run against a bandwidth model",
+        f"instead of Ray. A healthy node's link capacity is {m['healthy']:g}, a bad node's a uniform draw in "
+        f"{m['bad'][0]:g}-{m['bad'][1]:g}; a",
+        f"test's bandwidth is the smallest capacity among its nodes x (1 + u), u uniform in +-{m['noise']:.0%}, drawn "
+        "for each",
+        f"test; a pair below {m['ratio']:g} x the best ring pair is slow; `pair_ring_max` {m['ring_max']}. Bad nodes "
+        "are placed at random",
+        "in each trial. Wall time: a round's tests run at once, and a round lasts as long as its slowest test",
+        f"({m['setup_s']:g} s to form the group, then {m['warmup'] + m['iters']} all-reduces of "
+        f"{_size(m['pair_bytes'])}, one rank per node, at the test's bandwidth x {m['link_gbps']:g} GB/s);",
+        "*one at a time* adds up every test instead. False positives are healthy nodes named, false negatives bad",
+        "nodes missed, over all the trials of a row.",
+        "",
+        f"Measured {r['date']} on {machine(r)} with `{r['command']}`"
+        + (f" at commit `{r['commit']}`." if r.get("commit") else "."),
+        "",
+        "| nodes | bad | first pass | rounds, max (mean) | goal 2 log2(n) + 2 | pair tests, mean (max) | wall s, mean "
+        "(max) | one at a time, s | trials | false positives | false negatives |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for x in r["results"]:
+        lines.append(f"| {x['nodes']} | {x['bad']} | {x['first_pass']} | {x['rounds_max']} ({x['rounds_mean']:g}) | "
+                     f"{x['rounds_bound']:g} | {x['pair_tests_mean']:g} ({x['pair_tests_max']}) | "
+                     f"{x['wall_s_mean']:.1f} ({x['wall_s_max']:.1f}) | {x['one_at_a_time_s_mean']:.1f} | "
+                     f"{x['trials']} | {x['false_positives']} | {x['false_negatives']} |")
+    if r.get("ring_of_every_node"):
+        lines += [
+            "",
+            "For comparison, a ring of every node with its re-tests (`pair_ring_max` at least the node count), one bad",
+            "node: the fewest rounds where the network carries n/2 tests at once without slowing them, but n pair",
+            "tests.",
+            "",
+            "| nodes | rounds, max | pair tests, mean | wall s, mean | one at a time, s | false positives | "
+            "false negatives |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [f"| {x['nodes']} | {x['rounds_max']} | {x['pair_tests_mean']:g} | {x['wall_s_mean']:.1f} | "
+                  f"{x['one_at_a_time_s_mean']:.1f} | {x['false_positives']} | {x['false_negatives']} |"
+                  for x in r["ring_of_every_node"]]
+    g = r.get("goal")
+    if g:
+        lines += ["", f"Goal: one bad node among {g['nodes']} found in at most {g['rounds_bound']:g} rounds, and no "
+                      f"false positive in any row: {g['rounds_max']} rounds at most, {g['false_positives']} false "
+                      f"positive(s): **{'met' if g['met'] else 'not met'}**."]
+    return "\n".join([*lines, ""])
+
+
 SECTIONS = {
     "converge": ("bench-converge-*hosts.json", converge_section),
+    "localize": ("bench-localize.json", localize_section),
 }
 
 

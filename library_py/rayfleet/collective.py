@@ -8,10 +8,13 @@ message size (doubling) it runs warm-up then timed in-place all-reduces and repo
 time, the algorithm bandwidth (size / time) and the bus bandwidth (algbw * 2(n-1)/n), with a
 correctness check (#wrong), in nccl-tests' table shape so the figures compare with published ones.
 
-Then, unless ``--no-pairwise``, a ring of node pairs (n0-n1, n1-n2, ..., n(k-1)-n0) runs the same
-all-reduce two nodes at a time, so a slow link or NIC is named: a node in two slow pairs is the
-suspect. With NCCL it also records which network NCCL chose (``NCCL_DEBUG=INFO``) and fails when it
-is not one the hardware promises (e.g. sockets where EFA or InfiniBand was expected).
+Then, unless ``--no-pairwise``, pair tests name a slow link or NIC (``rayfleet.localize``): a ring of node
+pairs (n0-n1, n1-n2, ..., n(k-1)-n0; beyond ``--pair-ring-max`` nodes, a ring of blocks of nodes) runs the same
+all-reduce two nodes at a time, never two Ray nodes of one host together; a suspect block is bisected, and a
+suspect node is re-tested with a node that passed: only a node slow again is named. Nodes are known by their Ray
+node names (``<ip>``, or ``<ip>/<instance>`` for each of a host's several nodes). With NCCL it also records which
+network NCCL chose (``NCCL_DEBUG=INFO``) and fails when it is not one the hardware promises (e.g. sockets where EFA
+or InfiniBand was expected).
 
 Examples (on the head, as the Ray user, in the Ray venv):
   python -m rayfleet.collective --address 10.0.0.10:6379
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rayfleet.errors import RayfleetError, SettingsError
+from rayfleet.localize import CONFIRM, RING, Localization, Measure, Pair, PairTest, locate
 from rayfleet.nccl import verdict as nccl_verdict
 from rayfleet.raynode import auth_env
 
@@ -180,42 +184,110 @@ def network_matches(network: str, expected: Sequence[str]) -> bool:
 
 
 # --- Pairs: name the slow node ------------------------------------------------------------------------
-def ring_pairs(count: int) -> list[tuple[int, int]]:
-    """Node pairs (i, i+1 mod k): every node is in two pairs when k >= 3, so one slow node shows twice."""
-    if count < 2:
-        return []
-    if count == 2:
-        return [(0, 1)]
-    return [(i, (i + 1) % count) for i in range(count)]
-
-
+# rayfleet.localize plans the pair tests (a ring, then bisection and re-tests against nodes that passed); the Ray side
+# below runs each round it asks for, and these functions turn its findings into the report's lines.
 @dataclass(frozen=True)
 class PairResult:
-    nodes: tuple[str, str]  # node names (inventory host names when given, else IPs)
+    nodes: tuple[str, str]  # node names (inventory names when given, else Ray node names)
     busbw_gbps: float
     size: int
+    phase: str = RING  # ring: the first pass; confirm: a first-pass suspect re-tested with a node that passed
+    round: int = 0
+    slow: bool = False
 
 
-def localize(pairs: Sequence[PairResult], *, min_busbw: float | None, ratio: float) -> dict[str, Any]:
-    """Slow pairs (below ``min_busbw``, or below ``ratio`` x the best pair) and the nodes they point at.
+def node_label(node_name: str, ip: str, hosts: Mapping[str, str]) -> str:
+    """The name a node goes by in messages: ``hosts`` by its Ray node name (``<ip>`` for a host's one node,
+    ``<ip>/<instance>`` for each of several), else by its IP with ``/<instance>`` added, else the Ray node name."""
+    name = node_name or ip
+    if name in hosts:
+        return hosts[name]
+    instance = name[len(ip) + 1:] if name.startswith(f"{ip}/") else ""
+    if ip in hosts and (instance or name == ip):
+        return f"{hosts[ip]}/{instance}" if instance else hosts[ip]
+    return name
 
-    A node in two or more slow pairs is a suspect; with a single slow pair both its nodes are named.
-    """
-    if not pairs:
-        return {"slow_pairs": [], "suspects": [], "best_gbps": 0.0, "slowest": None}
-    best = max(p.busbw_gbps for p in pairs)
-    slow = [p for p in pairs if (min_busbw is not None and p.busbw_gbps < min_busbw)
-            or p.busbw_gbps < ratio * best]
-    counts: dict[str, int] = {}
-    for p in slow:
-        for n in p.nodes:
-            counts[n] = counts.get(n, 0) + 1
-    suspects = sorted(n for n, c in counts.items() if c >= 2)
-    if not suspects and len(slow) == 1:
-        suspects = sorted(slow[0].nodes)
-    slowest = min(pairs, key=lambda p: p.busbw_gbps)
-    return {"slow_pairs": [dataclasses.asdict(p) for p in slow], "suspects": suspects,
-            "best_gbps": round(best, 3), "slowest": dataclasses.asdict(slowest)}
+
+def side_label(side: Sequence[int], names: Sequence[str]) -> str:
+    """One node's name, or a block's: its first node and how many more."""
+    return names[side[0]] if len(side) == 1 else f"{names[side[0]]} and {len(side) - 1} more"
+
+
+def _test_dict(test: PairTest, names: Sequence[str], size: int) -> dict[str, Any]:
+    return {"nodes": [side_label(side, names) for side in test.pair], "busbw_gbps": round(test.busbw_gbps, 3),
+            "size": size, "round": test.round, "phase": test.phase, "slow": test.slow,
+            "sides": [[names[i] for i in side] for side in test.pair]}
+
+
+def host_lines(loc: Localization, nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per host with several Ray nodes: its address, name and each of its nodes' verdict."""
+    verdicts = loc.verdicts()
+    by_host: dict[str, list[int]] = {}
+    for index, host in enumerate(loc.hosts):
+        by_host.setdefault(host, []).append(index)
+    out = []
+    for host, indices in by_host.items():
+        if len(indices) > 1:
+            prefixes = {str(nodes[i]["name"]).rsplit("/", 1)[0] for i in indices}
+            out.append({"host": host, "name": prefixes.pop() if len(prefixes) == 1 else host,
+                        "nodes": {nodes[i]["name"]: verdicts[i] for i in indices}})
+    return out
+
+
+def pair_findings(loc: Localization, nodes: Sequence[Mapping[str, Any]], size: int) -> dict[str, Any]:
+    """The report's view of the pair tests. ``suspects`` holds the confirmed slow nodes only."""
+    names = [str(n["name"]) for n in nodes]
+    tests = [_test_dict(t, names, size) for t in loc.tests]
+    ring = [d for d in tests if d["phase"] == RING]
+    members = (f"ring of {loc.members} blocks of about {len(names) // max(loc.members, 1)} nodes"
+               if loc.in_blocks else f"ring of {loc.members} nodes")
+    return {
+        "slow_pairs": [d for d in ring if d["slow"]],
+        "suspects": sorted(names[i] for i in loc.confirmed),
+        "best_gbps": round(loc.best_gbps, 3),
+        "slowest": min(ring, key=lambda d: d["busbw_gbps"]) if ring else None,
+        "threshold_gbps": round(loc.threshold_gbps, 3),
+        "first_pass": members if loc.members else "",
+        "rounds": loc.rounds,
+        "pair_tests": len(loc.tests),
+        "first_pass_suspects": [names[i] for i in loc.first_pass_suspects],
+        "cleared": [names[i] for i in loc.cleared],
+        "unresolved": [names[i] for i in loc.unresolved],
+        "tests": tests,
+        "skipped_same_host": [[side_label(side, names) for side in p] for p in loc.skipped],
+        "single_host": loc.hosts[0] if loc.single_host else None,
+        "hosts": host_lines(loc, nodes),
+    }
+
+
+def check_pairs(nodes: Sequence[Mapping[str, Any]], measure: Measure, opts: Options, size: int
+                ) -> tuple[list[PairResult], dict[str, Any]]:
+    """Locate the slow nodes among ``nodes`` (each with its ``name`` and its host's ``ip``) with ``measure``:
+    (the node pairs tested, the findings)."""
+    loc = locate([str(n["ip"]) for n in nodes], measure, ratio=opts.pair_ratio, min_busbw=opts.min_busbw_gbps,
+                 ring_max=opts.pair_ring_max)
+    names = [str(n["name"]) for n in nodes]
+    pairs = [PairResult((names[t.pair[0][0]], names[t.pair[1][0]]), round(t.busbw_gbps, 3), size, t.phase,
+                        t.round, t.slow)
+             for t in loc.tests if len(t.pair[0]) == 1 and len(t.pair[1]) == 1]
+    return pairs, pair_findings(loc, nodes, size)
+
+
+def pair_problems(findings: Mapping[str, Any]) -> list[str]:
+    """The slow nodes, named only when a re-test with a node that passed was slow as well; or the slow pairs no
+    re-test could pin on a node."""
+    slow = ", ".join(f"{' - '.join(p['nodes'])} {p['busbw_gbps']:.2f} GB/s" for p in findings.get("slow_pairs") or [])
+    best = f"best pair {findings.get('best_gbps', 0.0):.2f} GB/s"
+    if findings.get("suspects"):
+        again = [f"{' - '.join(t['nodes'])} {t['busbw_gbps']:.2f} GB/s" for t in findings.get("tests") or []
+                 if t.get("phase") == CONFIRM and t.get("slow")]
+        confirmed = f"; slow again with a node that passed: {', '.join(again)}" if again else ""
+        return [f"slow node(s): {', '.join(findings['suspects'])} (slow pairs: {slow or 'none'}{confirmed}; {best})"]
+    if findings.get("unresolved"):
+        return [f"slow pair(s) not pinned on a node: {slow}; {', '.join(findings['unresolved'])} could not be "
+                f"re-tested, as no node on another host passed to pair them with ({best}): the network itself, or "
+                "every node, is slow"]
+    return []
 
 
 # --- Options and result ---------------------------------------------------------------------------
@@ -233,13 +305,15 @@ class Options:
     pair_bytes: int | None = None  # message size of the pair test; default: the largest swept size
     pair_iters: int = 10
     pair_ratio: float = 0.75
+    pair_ring_max: int = 32  # more nodes than this: the ring pairs this many blocks of nodes, then bisects
+    pair_concurrent: bool = True  # the pair tests of a round (no host in two) run at once
     min_busbw_gbps: float | None = None
     expect_network: list[str] = field(default_factory=list)
     intra_node: bool = False
     nodes: int = 0  # 0: every alive node with the needed resources
     gpus_per_node: int = 0  # 0: the smallest GPU count among the chosen nodes
     env: dict[str, str] = field(default_factory=dict)
-    hosts: dict[str, str] = field(default_factory=dict)  # node IP -> name used in messages
+    hosts: dict[str, str] = field(default_factory=dict)  # Ray node name (or IP) -> name used in messages
     timeout_s: int = 600
     auth_token_path: str | None = None
 
@@ -251,6 +325,9 @@ class Options:
                 raise SettingsError(f"{name}: must be a positive number, got {getattr(self, name)}")
         if not 0 < self.pair_ratio <= 1:
             raise SettingsError(f"pair_ratio: must be in (0, 1], got {self.pair_ratio}")
+        if self.pair_ring_max < 3:
+            raise SettingsError(f"pair_ring_max: must be 3 or more (a ring puts each member in two pairs), "
+                                f"got {self.pair_ring_max}")
         if self.min_busbw_gbps is not None and self.min_busbw_gbps < 0:
             raise SettingsError(f"min_busbw_gbps: must be >= 0, got {self.min_busbw_gbps}")
         if self.max_bytes is not None and self.min_bytes > self.max_bytes:
@@ -270,10 +347,6 @@ class Options:
         if unknown:
             raise SettingsError(f"unknown option(s) {unknown}; expected some of {sorted(names)}")
         return cls(**dict(data)).validate()
-
-
-def name_of(ip: str, hosts: Mapping[str, str]) -> str:
-    return hosts.get(ip, ip)
 
 
 @dataclass
@@ -312,12 +385,7 @@ class Report:
                      if slowest else "")
             out.append(f"bus bandwidth {self.peak_busbw_gbps:.2f} GB/s across {len(self.nodes)} node(s) is below "
                        f"min_busbw_gbps {self.min_busbw_gbps:g} GB/s{where}")
-        if self.pair_findings.get("slow_pairs"):
-            pairs = ", ".join(f"{' - '.join(p['nodes'])} {p['busbw_gbps']:.2f} GB/s"
-                              for p in self.pair_findings["slow_pairs"])
-            suspects = self.pair_findings.get("suspects") or []
-            out.append(f"slow node(s): {', '.join(suspects) or 'see pairs'} (slow pairs: {pairs}; "
-                       f"best pair {self.pair_findings['best_gbps']:.2f} GB/s)")
+        out += pair_problems(self.pair_findings)
         for node in self.nodes:  # NCCL must bootstrap where Ray runs: a wrong NCCL_SOCKET_IFNAME hangs a job
             probe = node.get("nccl") or {}
             if probe.get("available"):
@@ -366,10 +434,34 @@ class Report:
         if self.pairs:
             parts.append("# Node pairs:")
             parts += [f"#   {p.nodes[0]:>20} - {p.nodes[1]:<20} {p.busbw_gbps:8.3f} GB/s at {p.size} B"
+                      + (" slow" if p.slow else "") + (" (re-test)" if p.phase != RING else "")
                       for p in self.pairs]
+        parts += format_findings(self.pair_findings)
         problems = self.problems()
         parts.append("# Result: " + ("OK" if not problems else "FAILED\n#   " + "\n#   ".join(problems)))
         return "\n".join(parts)
+
+
+def format_findings(findings: Mapping[str, Any]) -> list[str]:
+    """The localization's lines in the table's footer: how it ran, what passed on re-test, each host's nodes."""
+    lines = []
+    if findings.get("single_host"):
+        lines.append(f"# Pair tests skipped: every node is on host {findings['single_host']}; a pair there would "
+                     "measure the host's loopback, not a network link")
+    if findings.get("rounds"):
+        lines.append(f"# Localization: {findings['first_pass']}, then halves and re-tests with nodes that passed: "
+                     f"{findings['rounds']} round(s), {findings['pair_tests']} pair test(s); slow below "
+                     f"{findings['threshold_gbps']:.3f} GB/s")
+    if findings.get("skipped_same_host"):
+        lines.append("# Not tested (two nodes of one host: no network link between them): "
+                     + ", ".join(" - ".join(p) for p in findings["skipped_same_host"]))
+    if findings.get("cleared"):
+        lines.append("# Passed on re-test (a slow first-pass measurement, not a slow node): "
+                     + ", ".join(findings["cleared"]))
+    for host in findings.get("hosts") or []:
+        lines.append(f"# Host {host['name']} ({host['host']}), {len(host['nodes'])} Ray nodes: "
+                     + ", ".join(f"{name} {verdict}" for name, verdict in host["nodes"].items()))
+    return lines
 
 
 # --- The Ray side ---------------------------------------------------------------------------------
@@ -561,8 +653,9 @@ def run(opts: Options) -> Report:
                     f"could not place {count} bundle(s) of {bundles[0]} with "
                     f"{'PACK' if opts.intra_node else 'STRICT_SPREAD'} in 120 s: {len(nodes)} alive node(s), "
                     f"cluster resources {totals}. Is every node alive with these resources free?") from exc
+            node_names = {n.get("NodeID"): n.get("NodeName") or n.get("NodeManagerAddress") or "" for n in nodes}
             return _run_placed(opts, ray, pg, PlacementGroupSchedulingStrategy, backend=backend,
-                               per_node=per_node, count=count, started=started)
+                               per_node=per_node, count=count, started=started, node_names=node_names)
         finally:
             remove_placement_group(pg)
     finally:
@@ -574,7 +667,41 @@ def _nccl_summary(probe: Mapping[str, Any]) -> dict[str, Any]:
     return {k: probe[k] for k in keep if k in probe}
 
 
-def _run_placed(opts, ray, pg, strategy_cls, *, backend, per_node, count, started) -> Report:
+def _ray_measure(actors: Sequence[Any], nodes: Sequence[Mapping[str, Any]], get: Any, *, size: int, iters: int,
+                 concurrent: bool) -> Measure:
+    """rayfleet.localize's measurement on Ray: each pair's ranks (the nodes of both sides) run the all-reduce of
+    ``size`` bytes in a group of their own; a round's pairs at once unless ``concurrent`` is false."""
+    names = [str(n["name"]) for n in nodes]
+    created: set[tuple[int, ...]] = set()
+
+    def ranks_of(pair: Pair) -> tuple[int, ...]:
+        return tuple(sorted(r for side in pair for i in side for r in nodes[i]["ranks"]))
+
+    def run_batch(batch: Sequence[tuple[Pair, tuple[int, ...]]]) -> list[float]:
+        refs = [[actors[r].run.remote([size], 2, iters, list(ranks)) for r in ranks] for _pair, ranks in batch]
+        what = "the pair test(s) " + ", ".join(" - ".join(side_label(s, names) for s in pair) for pair, _r in batch)
+        done = get([ref for group in refs for ref in group], what)
+        out, at = [], 0
+        for (_pair, ranks), group in zip(batch, refs):
+            got_size, time_us, wrong = done[at][0]  # every rank of a group returns the group's (slowest) time
+            at += len(group)
+            out.append(Row(got_size, time_us, len(ranks), wrong).busbw_gbps)
+        return out
+
+    def measure(pairs: Sequence[Pair]) -> list[float]:
+        batch = [(pair, ranks_of(pair)) for pair in pairs]
+        for _pair, ranks in batch:  # new_group is collective: every rank creates every group, in the same order
+            if ranks not in created:
+                get([a.new_group.remote(list(ranks)) for a in actors], "creating the pair groups")
+                created.add(ranks)
+        if concurrent:
+            return run_batch(batch)
+        return [bw for one in batch for bw in run_batch([one])]
+
+    return measure
+
+
+def _run_placed(opts, ray, pg, strategy_cls, *, backend, per_node, count, started, node_names) -> Report:
     world = per_node * count
     max_bytes = opts.max_bytes or (1 << 30 if backend == "nccl" else 16 << 20)
     sizes = sweep(opts.min_bytes, max_bytes, opts.step_factor)
@@ -618,29 +745,25 @@ def _run_placed(opts, ray, pg, strategy_cls, *, backend, per_node, count, starte
             if w["node_id"] not in node_order:
                 node_order.append(w["node_id"])
         by_node = {nid: [w for w in where if w["node_id"] == nid] for nid in node_order}
-        nodes = [{"node_id": nid, "ip": ws[0]["ip"], "name": name_of(ws[0]["ip"], opts.hosts),
+        nodes = [{"node_id": nid, "ip": ws[0]["ip"], "node_name": node_names.get(nid) or ws[0]["ip"],
+                  "name": node_label(node_names.get(nid) or "", ws[0]["ip"], opts.hosts),
                   "hostname": ws[0]["hostname"], "ranks": [w["rank"] for w in ws],
                   "gpu_ids": [g for w in ws for g in w["gpu_ids"]], "nccl": _nccl_summary(ws[0]["nccl"])}
                  for nid, ws in by_node.items()]
 
         pairs: list[PairResult] = []
+        findings: dict[str, Any] = {}
         if opts.pairwise and len(nodes) >= 2:
             pair_size = opts.pair_bytes or sizes[-1]
-            ring = ring_pairs(len(nodes))
-            groups = [sorted(nodes[i]["ranks"] + nodes[j]["ranks"]) for i, j in ring]
-            for ranks in groups:  # new_group is collective: every rank creates every group, in order
-                get([a.new_group.remote(ranks) for a in actors], "creating the pair groups")
-            for (i, j), ranks in zip(ring, groups):
-                res = get([actors[r].run.remote([pair_size], 2, opts.pair_iters, ranks) for r in ranks],
-                          f"the pair test {nodes[i]['name']} - {nodes[j]['name']}")[0][0]
-                row = Row(res[0], res[1], len(ranks), res[2])
-                pairs.append(PairResult((nodes[i]["name"], nodes[j]["name"]), round(row.busbw_gbps, 3), row.size))
+            measure = _ray_measure(actors, nodes, get, size=pair_size, iters=opts.pair_iters,
+                                   concurrent=opts.pair_concurrent)
+            pairs, findings = check_pairs(nodes, measure, opts, pair_size)
         transport = {"network": "gloo/tcp"} if backend == "gloo" else parse_transport(
             line for log in get([a.nccl_log.remote() for a in actors], "reading NCCL's log") for line in log)
         get([a.close.remote() for a in actors], "closing the group")
         return Report(
             backend=backend, world_size=world, nodes=nodes, rows=rows, large_bytes=large_bytes, pairs=pairs,
-            pair_findings=localize(pairs, min_busbw=opts.min_busbw_gbps, ratio=opts.pair_ratio),
+            pair_findings=findings,
             transport=transport, min_busbw_gbps=opts.min_busbw_gbps, expect_network=list(opts.expect_network),
             duration_s=time.monotonic() - started, versions=versions)
     finally:
@@ -665,6 +788,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pair-iters", type=int, default=10)
     p.add_argument("--pair-ratio", type=float, default=0.75,
                    help="a pair below this share of the best pair is slow (default 0.75)")
+    p.add_argument("--pair-ring-max", type=int, default=32,
+                   help="more nodes than this: the first-pass ring pairs this many blocks of nodes (default 32)")
+    p.add_argument("--pair-one-at-a-time", dest="pair_concurrent", action="store_false",
+                   help="run the pair tests one after another instead of a round's tests at once")
     p.add_argument("--min-busbw", dest="min_busbw_gbps", type=float, help="fail below this peak busbw (GB/s)")
     p.add_argument("--expect-network", action="append", default=[],
                    help="NCCL network that must be used, e.g. IB or Libfabric (repeatable)")
@@ -673,7 +800,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=int, default=0)
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="environment for the ranks, e.g. NCCL_SOCKET_IFNAME=ens5 (repeatable)")
-    p.add_argument("--host", action="append", default=[], metavar="IP=NAME", help="name nodes in the output")
+    p.add_argument("--host", action="append", default=[], metavar="NODE=NAME",
+                   help="name a node in the output, by its Ray node name or IP (repeatable)")
     p.add_argument("--timeout", dest="timeout_s", type=int, default=600)
     p.add_argument("--auth-token-path", help="the cluster's Ray token file (clusters with token auth)")
     p.add_argument("--options-file", help="read the options from this JSON file (used by the Ansible module)")
@@ -702,7 +830,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         step_factor=args.step_factor, warmup_iters=args.warmup_iters, iters=args.iters,
         large_bytes=parse_size(args.large_bytes, "--large-bytes") if args.large_bytes else None,
         pairwise=args.pairwise, pair_bytes=parse_size(args.pair_bytes, "--pair-bytes") if args.pair_bytes else None,
-        pair_iters=args.pair_iters, pair_ratio=args.pair_ratio, min_busbw_gbps=args.min_busbw_gbps,
+        pair_iters=args.pair_iters, pair_ratio=args.pair_ratio, pair_ring_max=args.pair_ring_max,
+        pair_concurrent=args.pair_concurrent, min_busbw_gbps=args.min_busbw_gbps,
         expect_network=args.expect_network, intra_node=args.intra_node, nodes=args.nodes,
         gpus_per_node=args.gpus_per_node, env=_pairs(args.env, "--env"), hosts=_pairs(args.host, "--host"),
         timeout_s=args.timeout_s, auth_token_path=args.auth_token_path,

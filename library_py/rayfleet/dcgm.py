@@ -113,6 +113,11 @@ def parse_diag(text: str) -> DiagReport:
     return report
 
 
+def installed(which: Any = shutil.which) -> bool:
+    """Whether DCGM's command-line tool is on this host (the diagnostic needs it and DCGM's host engine)."""
+    return which("dcgmi") is not None
+
+
 def run_diag(level: int, timeout: float, run: Any = subprocess.run,
              which: Any = shutil.which) -> tuple[DiagReport | None, str]:
     """Run `dcgmi diag -r LEVEL -j` here: (report, "") or (None, why it could not run)."""
@@ -134,10 +139,17 @@ def run_diag(level: int, timeout: float, run: Any = subprocess.run,
 
 
 def diag_findings(report: DiagReport, uuids: dict[int, str], level: int) -> tuple[list[str], list[str]]:
-    """Problems (failed tests, named by GPU index and UUID) and warnings (skipped tests) of a diagnostic."""
+    """Problems (failed tests, named by GPU index and UUID) and warnings (skipped tests) of a diagnostic.
+
+    A diagnostic that checked nothing - no test result at all, or every test skipped - is a problem, not a pass.
+    """
     tag = f"DCGM diag -r {level}"
     if report.runtime_error:
         return [f"{tag} could not run: {report.runtime_error}"], []
+    if not report.results:
+        dcgm = f" (DCGM {report.version})" if report.version else ""
+        return [f"{tag} returned no test results{dcgm}: nothing was checked; run `dcgmi diag -r {level}` on this "
+                "node to see why"], []
     bad = []
     for r in report.failed:
         who = (f"GPU {r.gpu} ({uuids.get(r.gpu, 'UUID unknown to NVML')})" if r.gpu is not None else "this node")
@@ -145,5 +157,7 @@ def diag_findings(report: DiagReport, uuids: dict[int, str], level: int) -> tupl
         verdict = "failed" if r.status.lower() == "fail" else f"reported {r.status!r}"
         bad.append(f"{who}: {tag} test {r.test!r} ({r.category}) {verdict}: {why}")
     skipped = sorted({r.test for r in report.skipped})
+    if len(report.skipped) == len(report.results):
+        return [f"{tag} skipped every test ({', '.join(skipped)}): nothing was checked"], []
     warn = [f"{tag} skipped test(s): {', '.join(skipped)}"] if skipped else []
     return bad, warn

@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The job-submission gate: has this cluster proved itself, recently, on the nodes alive now?
 
-playbooks/preflight.yml leaves its verdict on the head (/etc/rayfleet/preflight.json: ok, time, epoch, problems,
-node_ids). A job may be submitted only when that verdict passed, is younger than ``--max-age`` seconds, and the
-alive Ray nodes are exactly the ones it checked (a node that restarted has a new node id and was not checked).
+playbooks/preflight.yml leaves its verdict on the head (/etc/rayfleet/preflight.json), built by ``build_verdict`` and
+written by the module rayfleet.cluster.preflight_verdict running on the head: ok, time and epoch (the head's clock),
+problems, node_ids, and what the bandwidth check measured - bandwidth_measured, backend, ranks, peak_busbw_gbps,
+min_busbw_gbps, bandwidth_note (why it was not measured). A job may be submitted only when that verdict passed,
+measured the all-reduce bandwidth, is younger than ``--max-age`` seconds, and the alive Ray nodes are exactly the ones
+it checked (a node that restarted has a new node id and was not checked). The age is the head's clock against the
+head's clock: the gate runs on the head too.
 
 playbooks/submit.yml runs this on the head in two ways:
   from the operator's machine   python -m rayfleet.gate --state F --max-age S --alive-json '["<node id>", ...]'
   from a submit host            as a Ray job (the Jobs API runs it on the head), reading the alive nodes
                                 from Ray's state API:  python -m rayfleet.gate --state F --max-age S \\
                                                        --config /etc/rayfleet/ray-head.json
-The last line printed is JSON {"ok": bool, "message": str}; the exit status is 0 when the gate is open, 3 when
-it is shut, 2 on a usage or Ray error.
+With submit_preflight=skip, submit.yml does not run the gate at all. The last line printed is JSON {"ok": bool,
+"message": str}; the exit status is 0 when the gate is open, 3 when it is shut, 2 on a usage or Ray error.
 """
 
 from __future__ import annotations
@@ -21,12 +25,77 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rayfleet.errors import RayfleetError
 
 SHUT = 3
+# A verdict dated further ahead of the head's clock than this was written before the clock was set back
+FUTURE_SKEW_S = 300
+
+
+def bandwidth(collective: Mapping[str, Any] | None, not_run: str = "") -> dict[str, Any]:
+    """What the bandwidth check measured, as the verdict records it.
+
+    ``collective`` is the collective check's result (rayfleet.collective's JSON, or the collective_check module's
+    registered result); empty or skipped: it did not run, for the reason ``not_run``. The bandwidth counts as
+    measured when the check produced a result across two ranks or more with a peak bus bandwidth: one rank moves
+    no data, so its bus bandwidth is 0 by definition and proves nothing about the interconnect.
+    """
+    c = {} if not collective or collective.get("skipped") else dict(collective)
+    ran = isinstance(c.get("ok"), bool)
+    ranks = int(c["world_size"]) if ran and c.get("world_size") is not None else None
+    peak = c.get("peak_busbw_gbps") if ran else None
+    if not c:
+        note = not_run or "the bandwidth check did not run"
+    elif not ran:
+        note = str(c.get("msg") or c.get("error") or "the bandwidth check returned no result")
+    elif ranks is None:
+        note = "the bandwidth check reported no ranks"
+    elif ranks < 2:
+        note = "one rank: an all-reduce on one rank moves no data, so it measures no bandwidth"
+    elif peak is None:
+        note = "the bandwidth check returned no peak bus bandwidth"
+    else:
+        note = ""
+    measured = not note
+    return {
+        "bandwidth_measured": measured,
+        "backend": c.get("backend") if ran else None,
+        "ranks": ranks,
+        "peak_busbw_gbps": float(peak) if measured else None,
+        "min_busbw_gbps": c.get("min_busbw_gbps") if ran else None,
+        "bandwidth_note": note,
+    }
+
+
+def build_verdict(problems: Iterable[str], node_ids: Iterable[str], collective: Mapping[str, Any] | None,
+                  now: float, not_run: str = "") -> dict[str, Any]:
+    """The verdict the preflight leaves on the head, stamped ``now`` (the head's clock).
+
+    ``problems``: the findings of the node checks (GPUs, SSH, storage), each naming its node; the collective check's
+    own problems, or why it could not run, are added. It passed when nothing was found and the collective check,
+    if it ran, passed.
+    """
+    c = {} if not collective or collective.get("skipped") else dict(collective)
+    found = [str(p) for p in problems]
+    if isinstance(c.get("ok"), bool):
+        found += [str(p) for p in c.get("problems") or []]
+        if not c["ok"] and not c.get("problems"):
+            found.append(str(c.get("msg") or "the bandwidth check failed without naming a problem"))
+    elif c:
+        found.append(str(c.get("msg") or c.get("error") or "the bandwidth check returned no result"))
+    ok = not found and (not c or c.get("ok") is True)
+    return {
+        "ok": ok,
+        "time": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "epoch": int(now),
+        "problems": found,
+        "node_ids": sorted(set(node_ids)),
+        **bandwidth(c, not_run),
+    }
 
 
 def decide(state: Mapping[str, Any] | None, alive_ids: Iterable[str], now: float, max_age_s: float,
@@ -38,17 +107,31 @@ def decide(state: Mapping[str, Any] | None, alive_ids: Iterable[str], now: float
     if not state.get("ok"):
         problems = "; ".join(str(p) for p in state.get("problems") or []) or "no problems recorded"
         return False, f"Not submitting: the last preflight FAILED: {problems}"
+    peak = state.get("peak_busbw_gbps")
+    if state.get("bandwidth_measured") is not True or not isinstance(peak, (int, float)):
+        if "bandwidth_measured" not in state:
+            why = "the verdict does not say: it was written by an older rayfleet"
+        else:
+            why = state.get("bandwidth_note") or "not measured"
+        return False, (f"Not submitting: the last preflight on {where} passed without measuring the all-reduce "
+                       f"bandwidth ({why}); run playbooks/preflight.yml with preflight_collective=true, or submit "
+                       "with -e submit_preflight=skip to go without the gate")
     age = now - float(state.get("epoch") or 0)
     if age > max_age_s:
         return False, (f"Not submitting: the preflight is {int(age)} s old (submit_preflight_max_age_s "
                        f"{int(max_age_s)}); run playbooks/preflight.yml again")
+    if age < -FUTURE_SKEW_S:
+        return False, (f"Not submitting: the preflight on {where} is dated {state.get('time')}, {int(-age)} s ahead "
+                       "of the head's clock (the clock was set back since); run playbooks/preflight.yml again")
     checked = sorted(set(state.get("node_ids") or []))
     if checked != alive:
         gone = ", ".join(sorted(set(checked) - set(alive))) or "none"
         new = ", ".join(sorted(set(alive) - set(checked))) or "none"
         return False, (f"Not submitting: the Ray nodes changed since the preflight (node ids {gone} gone, {new} new);"
                        " run playbooks/preflight.yml again")
-    return True, f"Preflight of {state.get('time')} passed ({int(age)} s ago) on these {len(alive)} nodes."
+    return True, (f"Preflight of {state.get('time')} passed ({max(int(age), 0)} s ago) on these {len(alive)} nodes: "
+                  f"peak bus bandwidth {float(peak):.3f} GB/s ({state.get('backend')}, "
+                  f"{state.get('ranks')} ranks).")
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(HOST_VARS)
+    _VALID_ARGS = frozenset((*HOST_VARS, "left_out"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -45,6 +45,7 @@ class ActionModule(ActionBase):
             hv = hostvars.get(name, {})
             return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
 
-        cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of)
+        cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of,
+                                  left_out=self._task.args.get("left_out") or ())
         result.update(changed=False, host=mine, cluster=cluster)
         return result

@@ -21,11 +21,34 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
 )
 
 
-def _registered(hostvars, host, name):
-    value = hostvars[host].get(name) if host in hostvars else None
+def _result(value):
     if not isinstance(value, Mapping) or value.get("failed") or value.get("skipped"):
         return None
     return value
+
+
+class _PerHost(Mapping):
+    """host -> a value read from that host's variables on first use. Reading another host's variables makes Ansible
+    compute all of them, so a gate reads only the hosts its verdict needs (its own, the head, and for the SSH trust
+    stage the others), and its own from the task's variables."""
+
+    def __init__(self, hosts, read):
+        self._hosts = list(hosts)
+        self._read = read
+        self._seen = {}
+
+    def __getitem__(self, host):
+        if host not in self._hosts:
+            raise KeyError(host)
+        if host not in self._seen:
+            self._seen[host] = self._read(host)
+        return self._seen[host]
+
+    def __iter__(self):
+        return iter(self._hosts)
+
+    def __len__(self):
+        return len(self._hosts)
 
 
 class ActionModule(ActionBase):
@@ -49,16 +72,27 @@ class ActionModule(ActionBase):
         hostvars = task_vars["hostvars"]
         play_hosts = list(task_vars.get("ansible_play_hosts_all") or [host])
         heads = list((task_vars.get("groups") or {}).get("ray_head") or [])
-        drift, records_now = {}, {}
-        for other in dict.fromkeys(play_hosts + heads + [host]):
-            checked = _registered(hostvars, other, "__rayfleet_drift")
-            drift[other] = checked
-            now = dict((checked or {}).get("records") or {})
+
+        def variables(other):
+            if other == host:
+                return task_vars
+            return hostvars.get(other, {})
+
+        def drift_of(other):
+            return _result(variables(other).get("__rayfleet_drift"))
+
+        def records_of(other):
+            # the records as the drift check read them, updated by the stages that ran on the host in this run
+            mine = variables(other)
+            now = dict((drift_of(other) or {}).get("records") or {})
             for earlier in STAGES:
-                recorded = _registered(hostvars, other, "__rayfleet_record_%s" % earlier.name)
+                recorded = _result(mine.get("__rayfleet_record_%s" % earlier.name))
                 if recorded and recorded.get("digest"):
                     now[earlier.name] = recorded["digest"]
-            records_now[other] = now
+            return now
+
+        everyone = list(dict.fromkeys(play_hosts + heads + [host]))
+        drift, records_now = _PerHost(everyone, drift_of), _PerHost(everyone, records_of)
         full = boolean(task_vars.get("rayfleet_full", False), strict=False)
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)

@@ -15,12 +15,20 @@ description:
     clusters), placed with a C(STRICT_SPREAD) placement group, forms a C(torch.distributed) group (NCCL on
     GPUs, gloo on CPUs) and sweeps message sizes like nccl-tests' C(all_reduce_perf), reporting time,
     algorithm bandwidth and bus bandwidth (busbw = algbw x 2(n-1)/n) per size, with a correctness check.
-  - Then a ring of node pairs runs the same all-reduce two nodes at a time, so a slow node or link is
-    named. A pair below O(pair_ratio) of the best pair (or below O(min_busbw_gbps)) is slow, and a node in
-    two slow pairs is the suspect.
+  - Then pair tests name a slow node or link. First a ring of node pairs runs the same all-reduce two nodes at a
+    time; the ring never pairs two Ray nodes of one host (O(hosts) by Ray node name, C(<ip>/<instance>) for each of
+    a host's several nodes), whose pair would measure the host's loopback, and a cluster on one host is not
+    pair-tested. A pair below O(pair_ratio) of the best pair (or below O(min_busbw_gbps)) is slow; a node in slow
+    pairs only is a suspect.
+  - Each suspect is then re-tested paired with a node that passed, and only a node slow again is named, so a
+    node that one noisy measurement pointed at is not. Beyond O(pair_ring_max) nodes the ring pairs blocks of
+    nodes instead, and a suspect block is halved, each half tested with a node that passed, until the slow nodes
+    are left (one slow node among n in log2(n) rounds). A round's pair tests, no host in two, run at once unless
+    O(pair_concurrent=false).
   - Fails when the values are wrong, when the peak bus bandwidth at the large sizes is below
-    O(min_busbw_gbps), when a pair is slow, or when NCCL did not use a network in O(expect_network) (for
-    example it fell back to sockets on an EFA or InfiniBand cluster). The message names the nodes.
+    O(min_busbw_gbps), when a node is confirmed slow, when slow pairs cannot be pinned on a node (no node
+    passed to re-test them with), or when NCCL did not use a network in O(expect_network) (for example it fell
+    back to sockets on an EFA or InfiniBand cluster). The message names the nodes.
   - Must run on a cluster node with the Ray venv's interpreter, as the Ray service user; PyTorch must be
     installed in that venv on every node (the C(pytorch) role does it).
 author:
@@ -73,6 +81,19 @@ options:
     description: A pair below this share of the best pair's bus bandwidth is slow.
     type: float
     default: 0.75
+  pair_ring_max:
+    description:
+      - Most members of the first-pass ring. Up to this many nodes, each node is a member (a ring of node pairs);
+        a larger cluster is split into this many blocks of neighbouring nodes, and a slow block is bisected.
+      - At least 3.
+    type: int
+    default: 32
+  pair_concurrent:
+    description:
+      - Run the pair tests of a round at once (no node and no host is in two tests of a round). V(false) runs
+        them one after another, for a network that cannot carry them together without slowing them.
+    type: bool
+    default: true
   expect_network:
     description:
       - NCCL networks of which one must be used, matched against NCCL's C(Using network) line, e.g. C(IB) or
@@ -85,7 +106,10 @@ options:
     type: dict
     default: {}
   hosts:
-    description: Node IP to name (normally the inventory host name), used in results and messages.
+    description:
+      - Node to name (normally the inventory host name), used in results and messages. Keys are Ray node names,
+        the node's IP for a host's one node and C(<ip>/<instance>) for each of a host's several nodes
+        (C(ray_node_instances)); a key that is a host's IP also names its instances, as C(<name>/<instance>).
     type: dict
     default: {}
   nodes:
@@ -183,12 +207,23 @@ avg_busbw_gbps:
   returned: success or check failure
   type: float
 pairs:
-  description: Bus bandwidth of each node pair of the ring.
+  description:
+    - Bus bandwidth of each pair of two single nodes tested, the ring's and the re-tests', in the order they ran,
+      with C(phase) (C(ring) or C(confirm)), C(round) and C(slow).
   returned: success or check failure
   type: list
   elements: dict
 pair_findings:
-  description: Slow pairs, suspect nodes, the best and the slowest pair.
+  description:
+    - The pair tests' findings. C(suspects) are the slow nodes, each confirmed by a re-test with a node that
+      passed; C(slow_pairs), C(best_gbps) and C(slowest) are the first-pass ring's.
+    - C(first_pass_suspects) (nodes the ring pointed at), C(cleared) (of those, the ones a re-test cleared) and
+      C(unresolved) (suspects with no node that passed to re-test them with).
+    - C(tests) (every test with its C(round), C(phase) C(ring), C(bisect) or C(confirm), both C(sides) and C(slow)),
+      C(rounds), C(pair_tests), C(threshold_gbps) and C(first_pass).
+    - C(skipped_same_host) (ring neighbours on one host, not tested), C(single_host) (the host's address when
+      every node is on it and no pair was tested) and C(hosts) (for each host with several Ray nodes, its address,
+      name and each node's verdict C(ok), C(slow), C(unresolved) or C(untested)).
   returned: success or check failure
   type: dict
 transport:
@@ -236,6 +271,8 @@ def build_module():
             pair_bytes=dict(type="str"),
             pair_iters=dict(type="int", default=10),
             pair_ratio=dict(type="float", default=0.75),
+            pair_ring_max=dict(type="int", default=32),
+            pair_concurrent=dict(type="bool", default=True),
             expect_network=dict(type="list", elements="str", default=[]),
             env=dict(type="dict", default={}),
             hosts=dict(type="dict", default={}),

@@ -104,9 +104,17 @@ options:
         it skips are warnings. Level 1 takes seconds (deployment checks), 2 about two minutes, 3 about fifteen, 4
         longer; 2 and up load the GPUs, so run them before jobs start, not under them.
       - Needs DCGM and its host engine (C(nvidia-dcgm.service); the monitoring role installs DCGM on GPU nodes).
+      - A diagnostic that returns no test result, or skips every test, checked nothing and fails the check.
     type: int
     choices: [0, 1, 2, 3, 4]
     default: 0
+  dcgm_diag_required:
+    description:
+      - With O(dcgm_diag_level) above 0, fail on an NVIDIA GPU host where DCGM is not installed (C(dcgmi) not
+        found). False, such a host is reported with a warning that the diagnostic was not run, and C(dcgm_diag.ran)
+        is false; a DCGM that is installed but cannot run the diagnostic (host engine down) fails either way.
+    type: bool
+    default: true
   dcgm_diag_timeout:
     description: Seconds the diagnostic may take (default 120 at level 1, 600 at 2, 1800 at 3, 7200 at 4).
     type: int
@@ -237,6 +245,9 @@ dcgm_diag:
     error:
       description: Why the diagnostic could not run (empty when it ran).
       type: str
+    ran:
+      description: Whether the diagnostic ran and returned results (false - DCGM missing or the run failed).
+      type: bool
 warnings_found:
   description: Findings that do not fail the check (persistence mode off, ECC off).
   returned: always
@@ -255,6 +266,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 try:
     from rayfleet.cluster import fetcher, get_state
     from rayfleet.dcgm import TIMEOUTS, diag_findings, run_diag
+    from rayfleet.dcgm import installed as dcgm_installed
     from rayfleet.errors import RayfleetError
     from rayfleet.gpu import (
         HARDWARE_XIDS,
@@ -294,6 +306,7 @@ def build_module():
             container_gpus=dict(type="list", elements="str", default=[]),
             dcgm_diag_level=dict(type="int", default=0, choices=[0, 1, 2, 3, 4]),
             dcgm_diag_timeout=dict(type="int"),
+            dcgm_diag_required=dict(type="bool", default=True),
         ),
         required_together=[("ray_address", "node_ip")],
         supports_check_mode=True,
@@ -329,17 +342,22 @@ def containers_seen(module, engine, name, python):
     return dict((n, container_gpus(engine, n, python)) for n in names)
 
 
-def dcgm_diag(level, timeout, report):
+def dcgm_diag(level, timeout, report, required=True):
     """DCGM's diagnostic at this level: (problems, warnings, the result's dcgm_diag)."""
+    if not required and not dcgm_installed():
+        why_not = "dcgmi not found (DCGM is not installed: the monitoring role installs it on GPU nodes)"
+        return ([], ["DCGM diag -r %d not run: %s" % (level, why_not)],
+                dict(level=level, version="", failed=[], skipped=[], error=why_not, ran=False))
     diag, why_not = run_diag(level, timeout or TIMEOUTS[level])
     if diag is None:
         return (["DCGM diag -r %d was asked for (dcgm_diag_level), but %s" % (level, why_not)], [],
-                dict(level=level, version="", failed=[], skipped=[], error=why_not))
+                dict(level=level, version="", failed=[], skipped=[], error=why_not, ran=False))
     bad, warn = diag_findings(diag, dict((g.index, g.uuid) for g in report.gpus), level)
     failed = [dict(category=r.category, test=r.test, gpu=r.gpu, status=r.status, messages=list(r.messages))
               for r in diag.failed]
     return bad, warn, dict(level=level, version=diag.version, failed=failed,
-                           skipped=sorted(set(r.test for r in diag.skipped)), error=diag.runtime_error)
+                           skipped=sorted(set(r.test for r in diag.skipped)), error=diag.runtime_error,
+                           ran=not diag.runtime_error and bool(diag.results))
 
 
 def main():
@@ -380,7 +398,8 @@ def main():
             warn += xid_warn
             result["xid_events"] = [dict(bus_id=e.bus_id, xid=e.xid, detail=e.detail) for e in events]
     if p["dcgm_diag_level"] and vendor == "nvidia" and report.available and report.gpus:
-        diag_bad, diag_warn, result["dcgm_diag"] = dcgm_diag(p["dcgm_diag_level"], p["dcgm_diag_timeout"], report)
+        diag_bad, diag_warn, result["dcgm_diag"] = dcgm_diag(p["dcgm_diag_level"], p["dcgm_diag_timeout"], report,
+                                                             p["dcgm_diag_required"])
         bad += diag_bad
         warn += diag_warn
     if p["container_name"]:

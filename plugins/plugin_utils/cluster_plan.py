@@ -287,16 +287,22 @@ def member_ip(host, hostvars):
     return check_ip(found) or found
 
 
-def cluster_members(head, workers, hostvars_of):
+def cluster_members(head, workers, hostvars_of, left_out=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
-    hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_facts)."""
+    hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_facts).
+    left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
+    cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
     members = list(head) + [w for w in workers if w not in head]
-    ips, expected = {}, {}
+    ips, expected, awaited = {}, {}, {}
     for host in members:
         hv = hostvars_of(host)
         ips[host] = member_ip(host, hv)
         names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
-        expected.update(expected_of(host, ips[host], names))
+        nodes = expected_of(host, ips[host], names)
+        expected.update(nodes)
+        if host not in left_out:
+            awaited.update(nodes)
     return {"members": members, "ips": ips, "expected_nodes": expected,
-            "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None}
+            "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
+            "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

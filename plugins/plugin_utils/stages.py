@@ -65,7 +65,7 @@ STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
 VALIDATE = "validate"
 
 # Variables that say how to run, not what to converge to: never part of a stage's inputs
-RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial"})
+RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable"})
 # Facts a stage's result depends on: a new kernel, distribution or address makes every stage run again
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
 # Variables the collection's roles and playbooks set from results (register, set_fact): outputs, not inputs
@@ -193,11 +193,19 @@ def record_dir(hostvars, host):
     return os.path.join(RECORD_DIR, re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "default")
 
 
+# What a run reads from the plan without it being the cluster's configuration (the hosts a run goes on without)
+RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
+
+
 def cluster_inputs(groups, head_plan):
-    """What the cluster-reading stages take from the other hosts: the contract groups and the plan's members."""
+    """What the cluster-reading stages take from the other hosts: the contract groups and the plan's members (a
+    host down in this run keeps its place: what the run awaits is no input)."""
+    members = head_plan
+    if isinstance(head_plan, Mapping):
+        members = {key: value for key, value in head_plan.items() if key not in RUN_ONLY_PLAN_KEYS}
     return {
         "groups": {name: sorted(groups.get(name) or []) for name in CONTRACT_GROUPS},
-        "members": head_plan,
+        "members": members,
     }
 
 
@@ -255,7 +263,7 @@ UNRECORDED_ACTIONS = frozenset({
     "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup", "uri",
     "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive",
     "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check",
-    "ray_host_clusters",
+    "ray_host_clusters", "reach_policy", "preflight_verdict",
     "cluster_plan", "stage_gate", "stage_record", "drift_check", "group_by", "add_host", "pause",
     "docker_image", "docker_image_load", "dnf_versionlock", "yum_versionlock", "alternatives",
 })

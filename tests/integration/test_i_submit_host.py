@@ -137,10 +137,20 @@ def test_ray_cli_submits_from_the_submit_host(submit_host):
     assert job.returncode == 0 and "cluster CPUs" in job.stdout and "succeeded" in job.stdout, job.stdout[-2000:]
 
 
+def _preflight(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/sandbox", *extra],
+                          cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+
+
 def test_submit_playbook_runs_there_gated_on_the_heads_verdict(submit_host):
-    preflight = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-i", "inventories/sandbox",
-                                "-e", "preflight_collective=false"], cwd=ROOT, env=ansible_env(),
-                               capture_output=True, text=True, check=False, timeout=600)
+    # a verdict that measured no bandwidth passes the preflight but shuts the gate
+    unmeasured = _preflight("-e", "preflight_collective=false")
+    assert unmeasured.returncode == 0, unmeasured.stdout[-3000:]
+    assert "bandwidth NOT measured (preflight_collective is false)" in unmeasured.stdout, unmeasured.stdout[-3000:]
+    refused = on_submit(f"{BIN}/rayfleet-submit-rayfleet -- python train.py")
+    assert refused.returncode != 0 and ("passed without measuring the all-reduce bandwidth (preflight_collective is "
+                                        "false)") in refused.stdout, refused.stdout[-2000:]
+    preflight = _preflight()
     assert preflight.returncode == 0, preflight.stdout[-3000:]
     assert on_submit("mkdir -p proj && echo 'import socket, sys; print(\"trained on\", socket.gethostname(), "
                      "sys.argv[1:])' > proj/train.py").returncode == 0

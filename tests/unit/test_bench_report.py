@@ -45,3 +45,29 @@ def test_without_results_nothing_is_rewritten(tmp_path):
     doc.write_text("# Benchmarks\n\n<!-- begin: converge -->\nold\n<!-- end: converge -->\n")
     bench_report.main(["--artifacts", str(tmp_path / "none"), "--doc", str(doc)])
     assert "old" in doc.read_text()
+
+
+def test_the_localize_section_comes_from_the_bench_result(tmp_path):
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    row = {"nodes": 256, "bad": 1, "trials": 1000, "ring_max": 32, "first_pass": "ring of 32 blocks",
+           "rounds_max": 5, "rounds_mean": 5.0, "rounds_bound": 18.0, "pair_tests_mean": 38.0, "pair_tests_max": 38,
+           "wall_s_mean": 16.7, "wall_s_max": 24.7, "one_at_a_time_s_mean": 65.2, "false_positives": 0,
+           "false_negatives": 0, "trials_with_a_false_positive": 0}
+    ring = dict(row, first_pass="ring of 256 nodes", rounds_max=3, pair_tests_mean=257.0, wall_s_mean=7.4)
+    (art / "bench-localize.json").write_text(json.dumps({
+        "benchmark": "localize", "command": "make bench-localize", "commit": "abc1234", "date": "2026-11-27T05:00:00Z",
+        "machine": {"cpus": 2, "python": "3.11.7", "os": "Linux-6.1"},
+        "model": {"healthy": 1.0, "bad": [0.1, 0.3], "noise": 0.1, "ratio": 0.75, "ring_max": 32, "seed": 1,
+                  "setup_s": 1.0, "pair_bytes": 1 << 30, "iters": 10, "warmup": 2, "link_gbps": 50.0},
+        "results": [row], "ring_of_every_node": [ring],
+        "goal": {"nodes": 256, "bad": 1, "rounds_max": 5, "rounds_bound": 18.0, "false_positives": 0, "met": True}}))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n<!-- begin: converge -->\nkept\n<!-- end: converge -->\n")
+    assert bench_report.main(["--artifacts", str(art), "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert "kept" in text and text.count("<!-- begin: localize -->") == 1
+    assert "with `make bench-localize` at commit `abc1234`" in text and "u uniform in +-10%" in text
+    assert "| 256 | 1 | ring of 32 blocks | 5 (5) | 18 | 38 (38) | 16.7 (24.7) | 65.2 | 1000 | 0 | 0 |" in text
+    assert "| 256 | 3 | 257 | 7.4 | 65.2 | 0 | 0 |" in text
+    assert "5 rounds at most, 0 false positive(s): **met**." in text

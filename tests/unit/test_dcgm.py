@@ -81,6 +81,29 @@ def test_a_diagnostic_that_could_not_run_is_a_problem():
     assert diag_findings(report, UUIDS, 1) == (["DCGM diag -r 1 could not run: Unable to find GPU 3"], [])
 
 
+def test_a_diagnostic_with_no_results_is_a_problem_not_a_pass():
+    """dcgmi answered in its shape but ran nothing (no test category, or categories without tests)."""
+    for root in ({"test_categories": []}, {"test_categories": [{"category": "Deployment", "tests": []}]}):
+        report = parse_diag(json.dumps({"DCGM Diagnostic": root, "metadata": {"version": "4.2.3"}}))
+        assert report.results == [] and report.failed == [] and report.runtime_error == ""
+        assert diag_findings(report, UUIDS, 1) == (
+            ["DCGM diag -r 1 returned no test results (DCGM 4.2.3): nothing was checked; run `dcgmi diag -r 1` on "
+             "this node to see why"], [])
+
+
+def test_a_diagnostic_that_skipped_every_test_is_a_problem():
+    def edit(cats):
+        for cat in cats:
+            for test in cat["tests"]:
+                for res in test["results"]:
+                    res["status"] = "Skip"
+                test.pop("test_summary", None)
+    report = parse_diag(_edited(edit))
+    assert report.results and report.failed == []
+    assert diag_findings(report, UUIDS, 2) == (
+        ["DCGM diag -r 2 skipped every test (memory, software): nothing was checked"], [])
+
+
 @pytest.mark.parametrize("text", ["Error: unable to establish a connection to the specified host: localhost", "[]",
                                   '{"something": {}}'])
 def test_other_output_is_refused(text):

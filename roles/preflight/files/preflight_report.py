@@ -102,6 +102,7 @@ def _storage_line(storage: dict) -> str:
 
 def markdown(data: dict, plot_note: str) -> str:
     c, cluster = data["collective"], data["cluster"]
+    verdict = data.get("verdict") or {}
     ok, problems = _verdict(data)
     out = [f"# Cluster health: {'PASS' if ok else 'FAIL'}", "",
            f"- checked: {data['time']} from `{data['head']}`",
@@ -117,8 +118,12 @@ def markdown(data: dict, plot_note: str) -> str:
            (f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
             f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
             f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})"
-            if c.get("rows") else "- all-reduce: not measured (a node failed its GPU check, the check could not run, "
-            "or preflight_collective is false)"), ""]
+            if c.get("rows") else "- all-reduce: not measured (" + (verdict.get("bandwidth_note") or "a node failed "
+            "its GPU check, the check could not run, or preflight_collective is false") + ")")]
+    if verdict and not verdict.get("bandwidth_measured"):
+        out.append(f"- submission gate: bandwidth not measured ({verdict.get('bandwidth_note') or 'no reason given'}):"
+                   " playbooks/submit.yml refuses this verdict unless submit_preflight=skip")
+    out.append("")
     if problems:
         out += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     gpu_rows = _gpu_rows(data)
@@ -132,12 +137,48 @@ def markdown(data: dict, plot_note: str) -> str:
     out += ["| " + " | ".join(r) + " |" for r in _rows_table(c.get("rows") or [])]
     if c.get("pairs"):
         out += ["", "## Node pairs", "", "| pair | size | busbw (GB/s) | slow |", "|---|---|---|---|"]
-        slow = {tuple(p["nodes"]) for p in c.get("pair_findings", {}).get("slow_pairs", [])}
-        out += [f"| {p['nodes'][0]} - {p['nodes'][1]} | {_fmt_size(p['size'])} | {p['busbw_gbps']:.3f} | "
-                f"{'yes' if tuple(p['nodes']) in slow else ''} |" for p in c["pairs"]]
+        out += [f"| {_pair_name(p)} | {_fmt_size(p['size'])} | {p['busbw_gbps']:.3f} | "
+                f"{'yes' if _pair_slow(p, c) else ''} |" for p in c["pairs"]]
+    lines = _localization_lines(c.get("pair_findings") or {})
+    if lines:
+        out += ["", "## Pair tests", ""] + [f"- {line}" for line in lines]
     out += ["", "## Plot", "", plot_note or "![bus bandwidth vs message size](busbw.png)", "",
             f"Versions: {json.dumps(c.get('versions') or {})}. Raw result: `result.json`.", ""]
     return "\n".join(out)
+
+
+def _pair_name(pair: dict) -> str:
+    retest = " (re-test)" if pair.get("phase", "ring") != "ring" else ""
+    return f"{pair['nodes'][0]} - {pair['nodes'][1]}{retest}"
+
+
+def _pair_slow(pair: dict, c: dict) -> bool:
+    if "slow" in pair:
+        return bool(pair["slow"])
+    return tuple(pair["nodes"]) in {tuple(p["nodes"]) for p in (c.get("pair_findings") or {}).get("slow_pairs", [])}
+
+
+def _localization_lines(findings: dict) -> list[str]:
+    """How the pair tests ran and what they found beyond the pairs: re-tests that cleared a node, hosts' nodes."""
+    lines = []
+    if findings.get("single_host"):
+        lines.append(f"not run: every node is on host {findings['single_host']}, where a pair would measure the "
+                     "host's loopback, not a network link")
+    if findings.get("rounds"):
+        lines.append(f"{findings.get('first_pass')}, then halves and re-tests with nodes that passed: "
+                     f"{findings['rounds']} round(s), {findings.get('pair_tests')} pair test(s); slow below "
+                     f"{findings.get('threshold_gbps', 0):.3f} GB/s")
+    if findings.get("suspects"):
+        lines.append("slow, confirmed by a re-test with a node that passed: " + ", ".join(findings["suspects"]))
+    if findings.get("cleared"):
+        lines.append("passed on re-test (a slow first-pass measurement, not a slow node): "
+                     + ", ".join(findings["cleared"]))
+    if findings.get("unresolved"):
+        lines.append("not pinned (no node that passed to re-test them with): " + ", ".join(findings["unresolved"]))
+    for host in findings.get("hosts") or []:
+        lines.append(f"host {host['name']} ({host['host']}): "
+                     + ", ".join(f"{name} {verdict}" for name, verdict in host["nodes"].items()))
+    return lines
 
 
 NODE_HEAD = ["name", "IP", "ranks", "GPU ids", "NCCL (bootstrap address, NCCL_SOCKET_IFNAME)"]
@@ -167,7 +208,8 @@ def html_report(data: dict, plot_note: str) -> str:
     c = data["collective"]
     ok, problems = _verdict(data)
     md = markdown(data, plot_note)
-    summary = [line[2:] for line in md.splitlines() if line.startswith("- ")][:6]
+    # the summary: the list between the title and the first section
+    summary = [line[2:] for line in md.split("\n\n")[1].splitlines() if line.startswith("- ")]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>rayfleet cluster health</title><style>"
         "body{font-family:sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse}"
@@ -184,9 +226,12 @@ def html_report(data: dict, plot_note: str) -> str:
     parts.append("<h2>All-reduce sweep (all nodes)</h2>" + _table_html(ROW_HEAD, _rows_table(c.get("rows") or [])))
     if c.get("pairs"):
         parts.append("<h2>Node pairs</h2>" + _table_html(
-            ["pair", "size", "busbw (GB/s)"],
-            [[f"{p['nodes'][0]} - {p['nodes'][1]}", _fmt_size(p["size"]), f"{p['busbw_gbps']:.3f}"]
+            ["pair", "size", "busbw (GB/s)", "slow"],
+            [[_pair_name(p), _fmt_size(p["size"]), f"{p['busbw_gbps']:.3f}", "yes" if _pair_slow(p, c) else ""]
              for p in c["pairs"]]))
+    lines = _localization_lines(c.get("pair_findings") or {})
+    if lines:
+        parts.append("<h2>Pair tests</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
     parts.append("<h2>Plot</h2>" + (f"<p>{html.escape(plot_note)}</p>" if plot_note else
                                     "<img src='busbw.png' alt='bus bandwidth vs message size'>"))
     parts.append("</body></html>")

@@ -150,6 +150,22 @@ def test_the_cluster_members_ips_and_expected_nodes():
     assert cluster["ips"] == {"h": "10.0.0.1", "w1": "10.9.0.2", "w2": "10.0.0.3"}
     assert cluster["expected_nodes"] == {"10.0.0.1": "h", "10.9.0.2": "w1", "10.0.0.3/a": "w2/a",
                                          "10.0.0.3/b": "w2/b"}
+    assert cluster["awaited_nodes"] == cluster["expected_nodes"] and cluster["left_out"] == []
+
+
+def test_a_host_left_out_keeps_its_place_but_is_not_awaited():
+    """A host the run goes on without (unreachable) is still a member with its IP (from its last known facts) and
+    its nodes expected - the firewall, known hosts and monitoring keep it - but the run does not wait for them."""
+    hostvars = {
+        "h": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}}},
+        "w1": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.2"}}},
+        "w2": {"ray_node_instances": [{"name": "a"}], "ansible_facts": {"default_ipv4": {"address": "10.0.0.3"}}},
+    }
+    everyone = cluster_members(["h"], ["w1", "w2"], hostvars.__getitem__)
+    cluster = cluster_members(["h"], ["w1", "w2"], hostvars.__getitem__, left_out=["w2"])
+    assert cluster["members"] == everyone["members"] and cluster["ips"] == everyone["ips"]
+    assert cluster["expected_nodes"] == everyone["expected_nodes"]
+    assert cluster["awaited_nodes"] == {"10.0.0.1": "h", "10.0.0.2": "w1"} and cluster["left_out"] == ["w2"]
 
 
 def test_version_tuple():

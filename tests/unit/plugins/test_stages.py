@@ -292,6 +292,32 @@ def test_cluster_scoped_stages_run_everywhere_and_the_ray_stage_follows_the_head
     assert stage_verdict("ray", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
 
 
+class _Reads(dict):
+    """A host -> value mapping that notes which hosts were read (a gate reading another host's variables makes
+    Ansible compute all of them: the cost of a run grows with the square of its hosts if every gate reads all)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.read = set()
+
+    def __getitem__(self, host):
+        self.read.add(host)
+        return super().__getitem__(host)
+
+    def get(self, host, default=None):
+        return self[host] if host in self else default
+
+
+def test_a_clean_host_scope_gate_reads_only_its_own_host_and_the_ray_gate_the_head():
+    hosts = ["h"] + [f"w{i}" for i in range(50)]
+    drift = _Reads({h: _checked(common=CLEAN, ray=CLEAN, ssh_trust=CLEAN) for h in hosts})
+    records = _Reads({h: {} for h in hosts})
+    assert stage_verdict("common", "w7", drift, records, group_heads=["h"], play_hosts=hosts)[0] is False
+    assert drift.read | records.read == {"w7"}
+    assert stage_verdict("ray", "w7", drift, records, group_heads=["h"], play_hosts=hosts)[0] is False
+    assert drift.read | records.read == {"w7", "h"}
+
+
 def test_an_unknown_stage_is_named():
     with pytest.raises(stages.StageError, match="unknown stage 'rays'"):
         stage_verdict("rays", "w1", {}, {}, group_heads=[], play_hosts=[])

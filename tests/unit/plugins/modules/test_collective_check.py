@@ -3,6 +3,8 @@
 
 import json
 
+import pytest
+import yaml
 from ansible.module_utils import basic
 from ansible_collections.rayfleet.cluster.plugins.modules import collective_check
 from conftest import run_module as run
@@ -30,6 +32,7 @@ def test_parameters_reach_the_engine(monkeypatch):
     assert not out.failed and out.result["table"] == "# table" and not out.result["changed"]
     assert seen["max_bytes"] == 16 << 20 and seen["min_bytes"] == 8 and seen["timeout_s"] == 120
     assert seen["hosts"] == {"10.0.0.10": "head"} and seen["env"] == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert seen["pair_ring_max"] == 32 and seen["pair_concurrent"] is True
 
 
 def test_failed_check_fails_with_the_problems(monkeypatch):
@@ -48,3 +51,33 @@ def test_engine_error_is_reported(monkeypatch):
 def test_bad_size_names_the_parameter():
     out = run(collective_check, {"max_bytes": "lots"})
     assert out.failed and "max_bytes" in out.result["msg"] and "expected bytes like" in out.result["msg"]
+
+
+def test_nodes_named_by_ray_node_name_and_the_localization_options_reach_the_engine(monkeypatch):
+    seen = {}
+    _fake_engine(monkeypatch, {"ok": True, "problems": []}, seen=seen)
+    out = run(collective_check, {"hosts": {"10.0.0.11/a": "gpu1/a", "10.0.0.11/b": "gpu1/b"},
+                                 "pair_ring_max": 16, "pair_concurrent": False})
+    assert not out.failed
+    assert seen["hosts"] == {"10.0.0.11/a": "gpu1/a", "10.0.0.11/b": "gpu1/b"}
+    assert seen["pair_ring_max"] == 16 and seen["pair_concurrent"] is False
+    bad = run(collective_check, {"pair_ring_max": 2})
+    assert bad.failed and "pair_ring_max: must be 3 or more" in bad.result["msg"]
+
+
+def test_documentation_parses_and_documents_every_option(monkeypatch):
+    doc = yaml.safe_load(collective_check.DOCUMENTATION)
+    assert yaml.safe_load(collective_check.RETURN)["pair_findings"]["type"] == "dict"
+    assert yaml.safe_load(collective_check.EXAMPLES)
+    spec = {}
+
+    def capture(self, argument_spec, **kwargs):
+        spec.update(argument_spec)
+        raise SystemExit
+
+    monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
+    with pytest.raises(SystemExit):
+        collective_check.build_module()
+    assert sorted(doc["options"]) == sorted(spec)
+    for name, opt in spec.items():
+        assert doc["options"][name].get("default") == opt.get("default"), name

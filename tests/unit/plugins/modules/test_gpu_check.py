@@ -127,6 +127,7 @@ def test_dcgm_diag_failure_names_the_gpu_and_fails(monkeypatch):
         out.result["msg"])
     diag = out.result["dcgm_diag"]
     assert diag["version"] == "4.5.2" and [f["test"] for f in diag["failed"]] == ["software"] and diag["error"] == ""
+    assert diag["ran"] is True
     assert "dcgm_diag" not in run(gpu_check, {}).result, "level 0 runs no diagnostic"
 
 
@@ -166,3 +167,35 @@ def test_a_hosts_node_instances_are_summed_against_the_gpus_given_to_them(monkey
     listed(("10.0.0.11/gpu0", 1.0))
     gone = run(gpu_check, dict(RAY, node_names=names, ray_gpus_expected=2))
     assert gone.failed and "Ray lists no alive node with name 10.0.0.11/gpu1" in gone.result["msg"]
+
+
+def test_dcgm_not_installed_is_a_warning_when_not_required(monkeypatch):
+    """The preflight's default (level 1, DCGM not required): a GPU host without DCGM is reported, not failed; an
+    installed DCGM whose diagnostic cannot run still fails."""
+    _nvml(monkeypatch, EIGHT)
+    monkeypatch.setattr(gpu_check, "dcgm_installed", lambda: False)
+    monkeypatch.setattr(gpu_check, "run_diag", lambda level, timeout: pytest.fail("dcgmi is not installed"))
+    out = run(gpu_check, {"dcgm_diag_level": 1, "dcgm_diag_required": False})
+    assert not out.failed and out.result["problems"] == []
+    assert out.result["warnings_found"] == [
+        "DCGM diag -r 1 not run: dcgmi not found (DCGM is not installed: the monitoring role installs it on GPU nodes)"]
+    assert out.result["dcgm_diag"]["ran"] is False and out.result["dcgm_diag"]["level"] == 1
+
+    monkeypatch.setattr(gpu_check, "dcgm_installed", lambda: True)
+    monkeypatch.setattr(gpu_check, "run_diag", lambda level, timeout: (None, "dcgmi diag -r 1 exited 255: Error: "
+                                                                       "unable to establish a connection"))
+    down = run(gpu_check, {"dcgm_diag_level": 1, "dcgm_diag_required": False})
+    assert down.failed and "DCGM diag -r 1 was asked for (dcgm_diag_level), but dcgmi diag -r 1 exited 255" in (
+        down.result["msg"])
+    assert down.result["dcgm_diag"]["ran"] is False
+
+
+def test_dcgm_diag_with_no_results_fails_the_node(monkeypatch):
+    from rayfleet.dcgm import DiagReport
+
+    _nvml(monkeypatch, EIGHT)
+    monkeypatch.setattr(gpu_check, "run_diag", lambda level, timeout: (DiagReport(version="4.2.3"), ""))
+    out = run(gpu_check, {"dcgm_diag_level": 1})
+    assert out.failed and "DCGM diag -r 1 returned no test results (DCGM 4.2.3): nothing was checked" in (
+        out.result["msg"])
+    assert out.result["dcgm_diag"]["ran"] is False

@@ -1,0 +1,40 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""Action of rayfleet.cluster.reach_policy: which hosts the run leaves out, decided on the controller."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.reach import POLICY_VAR, ReachError, decide
+
+REACH_VAR = "__rayfleet_reach"
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _VALID_ARGS = frozenset(("max_unreachable",))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        hostvars = task_vars.get("hostvars", {})
+        hosts = task_vars.get("ansible_play_hosts_all") or []
+        results = {}
+        for host in hosts:
+            try:
+                reach = hostvars[host].get(REACH_VAR)
+            except KeyError:
+                reach = None
+            results[host] = dict(reach) if hasattr(reach, "keys") else {}
+        try:
+            verdict = decide(results, list(task_vars.get("groups", {}).get("ray_head") or []),
+                             self._task.args.get("max_unreachable", 0))
+        except ReachError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        result.update(changed=False, policy_var=POLICY_VAR, **verdict)
+        return result
