@@ -305,7 +305,9 @@ class _Reads(dict):
         return super().__getitem__(host)
 
     def get(self, host, default=None):
-        return self[host] if host in self else default
+        if host not in self:
+            return default
+        return self[host]  # noted as read
 
 
 def test_a_clean_host_scope_gate_reads_only_its_own_host_and_the_ray_gate_the_head():
