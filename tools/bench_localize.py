@@ -85,7 +85,7 @@ def trial(n: int, bad: int, rng: random.Random, args: argparse.Namespace, ring_m
 
 def run_config(n: int, bad: int, args: argparse.Namespace, ring_max: int) -> dict:
     rng = random.Random(args.seed * 1_000_003 + n * 10 + bad + (0 if ring_max == args.ring_max else 7))
-    runs = [trial(n, bad, rng, args, ring_max) for _ in range(args.trials)]
+    runs = [trial(n, bad, rng, args, ring_max) for _trial in range(args.trials)]
     first = runs[0]
     return {
         "nodes": n, "bad": bad, "trials": args.trials, "ring_max": ring_max,

@@ -135,7 +135,7 @@ def schedule(pairs: Sequence[Pair], hosts: Sequence[str]) -> list[list[Pair]]:
                 break
         else:
             rounds.append(([pair], set(used)))
-    return [tests for tests, _ in rounds]
+    return [tests for tests, _placed in rounds]
 
 
 def halves(side: Side) -> list[Side]:

@@ -64,7 +64,7 @@ def decide(results, heads, policy):
     if len(left_out) > limit:
         raise ReachError(
             "%d of %d host(s) unreachable, more than %s=%s allows (%d): %s. Nothing was changed; bring them back, "
-            "or raise %s to converge the others without them." % (len(left_out), total, POLICY_VAR, policy, limit,
-                                                                   named, POLICY_VAR)
+            "or raise %s to converge the others without them."
+            % (len(left_out), total, POLICY_VAR, policy, limit, named, POLICY_VAR)
         )
     return {"left_out": left_out, "allowed": limit, "hosts": total}

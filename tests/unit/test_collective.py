@@ -381,8 +381,8 @@ class _FakeRank:
     def __init__(self, rank, log, times):
         self.groups = []
         self.new_group = _Method(lambda ranks: self.groups.append(tuple(ranks)))
-        self.run = _Method(lambda sizes, warmup, iters, ranks: (log.append((rank, tuple(ranks)))
-                                                                 or [(sizes[0], times[tuple(ranks)], 0)]))
+        self.run = _Method(lambda sizes, warmup, iters, ranks: (
+            log.append((rank, tuple(ranks))) or [(sizes[0], times[tuple(ranks)], 0)]))
 
 
 def test_the_ray_measurement_makes_each_group_once_and_reads_each_pairs_own_time():

@@ -89,7 +89,7 @@ def test_one_slow_node_among_256_is_found_within_2_log2_n_plus_2_rounds():
 @pytest.mark.parametrize("n", [8, 64, 256])
 def test_two_slow_nodes_are_both_named(n):
     rng = random.Random(n)
-    placements = [(0, 1), (0, 2), (n // 2, n - 1)] + [tuple(rng.sample(range(n), 2)) for _ in range(20)]
+    placements = [(0, 1), (0, 2), (n // 2, n - 1)] + [tuple(rng.sample(range(n), 2)) for _draw in range(20)]
     for a, b in placements:  # side by side, one node apart (their common neighbour is a suspect), anywhere
         hosts, measure = _model(n, {a: 0.2, b: 0.1}, noise=0.1, seed=a * n + b)
         found = lz.locate(hosts, measure, ratio=0.75)

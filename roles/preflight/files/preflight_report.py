@@ -118,8 +118,9 @@ def markdown(data: dict, plot_note: str) -> str:
            (f"- all-reduce: backend {c.get('backend', '?')}, {c.get('world_size', '?')} rank(s), network "
             f"{c.get('transport', {}).get('network') or 'unknown'}; peak bus bandwidth "
             f"**{c.get('peak_busbw_gbps', 0):.3f} GB/s** (sizes >= {_fmt_size(c.get('large_bytes') or 0)})"
-            if c.get("rows") else "- all-reduce: not measured (" + (verdict.get("bandwidth_note") or "a node failed "
-            "its GPU check, the check could not run, or preflight_collective is false") + ")")]
+            if c.get("rows") else "- all-reduce: not measured (" + (
+                verdict.get("bandwidth_note")
+                or "a node failed its GPU check, the check could not run, or preflight_collective is false") + ")")]
     if verdict and not verdict.get("bandwidth_measured"):
         out.append(f"- submission gate: bandwidth not measured ({verdict.get('bandwidth_note') or 'no reason given'}):"
                    " playbooks/submit.yml refuses this verdict unless submit_preflight=skip")
