@@ -80,8 +80,9 @@ def wait_ssh(host: str, timeout: float = 90) -> None:
 def test_a_dead_worker_within_the_policy_leaves_the_fleet_converged(static_inventory, request):
     head = head_host(request)
     ips = inventory_ips(request)
-    clean = site(static_inventory)
-    assert clean.returncode == 0 and {r["changed"] for r in recap(clean).values()} == {0}, clean.stdout[-3000:]
+    # the sandbox converged through the static inventory, whatever earlier modules left behind
+    setup = site(static_inventory)
+    assert setup.returncode == 0, setup.stdout[-3000:]
     before = alive_ids(head)
     podman("stop", "--time", "5", container(WORKER2))
     try:
