@@ -257,11 +257,12 @@ FILE_ACTIONS = frozenset({
 UNIT_ACTIONS = frozenset({"systemd_service", "systemd", "service"})
 PACKAGE_ACTIONS = frozenset({"apt", "package", "dnf", "yum", "dpkg_selections"})
 # actions that read, run or decide, and manage no item a drift check could compare (or whose items the role
-# declares through rayfleet.cluster.stage_items)
+# declares through rayfleet.cluster.stage_items); unarchive and git fill build directories, whose product the
+# role records
 UNRECORDED_ACTIONS = frozenset({
     "assert", "debug", "fail", "set_fact", "include_tasks", "import_tasks", "include_role", "import_role",
     "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup", "uri",
-    "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive",
+    "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive", "git",
     "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check",
     "ray_host_clusters", "reach_policy", "preflight_verdict",
     "cluster_plan", "stage_gate", "stage_record", "drift_check", "group_by", "add_host", "pause",
