@@ -40,7 +40,7 @@ def _crc24(data: bytes) -> int:
     crc = _CRC24_INIT
     for octet in data:
         crc ^= octet << 16
-        for _ in range(8):
+        for _bit in range(8):
             crc <<= 1
             if crc & 0x1000000:
                 crc ^= _CRC24_POLY
