@@ -55,6 +55,9 @@ FACT_CACHE = ROOT / ".cache" / "facts"
 # Wheels the hosts install from (make wheels: a CPU build of torch), mounted read-only where present
 WHEELHOUSE = Path(os.environ.get("RAYFLEET_WHEELHOUSE", ROOT / ".cache" / "wheels"))
 WHEELHOUSE_MOUNT = "/opt/rayfleet-wheels"
+# A volume every host of a sandbox mounts here: the hosts have no kernel NFS client, so it stands in for an NFS mount
+# (the checkpoint store's backend shared). Open to every user, sticky (like /tmp): the Ray user makes its directory.
+SHARED_MOUNT = "/mnt/checkpoints"
 LABEL = "io.rayfleet.sandbox"
 GROUP_LABEL = "io.rayfleet.group"
 LOGIN_USER = "debian"
@@ -412,6 +415,7 @@ class Sandbox:
             *(["--cap-add=DAC_READ_SEARCH", "--volume", f"{self.volume(host)}:/srv/rayfleet"]
               if group == "ray_head" else []),
             *(["--volume", f"{WHEELHOUSE}:{WHEELHOUSE_MOUNT}:ro"] if WHEELHOUSE.is_dir() else []),
+            "--volume", f"{self.shared_volume()}:{SHARED_MOUNT}",
             # Ray's raylet needs to see its own cgroup memory; keep the default (non-privileged) container,
             # except where the host runs Ray in containers itself (podman in podman needs a privileged one).
             *(["--privileged"] if privileged else []),
@@ -447,6 +451,7 @@ class Sandbox:
             f"chown {LOGIN_USER}: {ssh_dir}/authorized_keys && chmod 0600 {ssh_dir}/authorized_keys"
         )
         podman("exec", "--env", f"KEY={pub}", cname, "sh", "-c", script)
+        podman("exec", cname, "chmod", "1777", SHARED_MOUNT)
 
     def _write_known_hosts(self) -> None:
         """Trust each host's real ed25519 key, read over podman's own channel (not over the network)."""
@@ -477,6 +482,14 @@ class Sandbox:
     def volume(self, host: str) -> str:
         """A host's data volume (created on first use, labelled so that down removes it)."""
         name = f"{self.container(host)}-srv"
+        if podman("volume", "exists", name, check=False).returncode != 0:
+            podman("volume", "create", "--label", f"{LABEL}={self.name}", name)
+        return name
+
+    def shared_volume(self) -> str:
+        """The volume every host of the sandbox mounts at SHARED_MOUNT (created on first use, labelled so that down
+        removes it)."""
+        name = f"rayfleet-{self.name}-checkpoints"
         if podman("volume", "exists", name, check=False).returncode != 0:
             podman("volume", "create", "--label", f"{LABEL}={self.name}", name)
         return name

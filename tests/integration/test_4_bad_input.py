@@ -47,10 +47,17 @@ def _settings_mtimes(host) -> str:
          ['ray_node_ip on {sandbox}-worker1 is \\"cafe\\"; expected this host\'s IP address']),
         (["-e", "ray_version=2.51.1"],
          ["ray on {sandbox}-head: ray_version 2.51.1 with ray_auth_mode token", "Expected ray_version >= 2.52"]),
+        (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=mnt/checkpoints"],
+         ['checkpoint_store on {sandbox}-worker1: checkpoint_store_path is \\"mnt/checkpoints\\" with '
+          "checkpoint_store_backend shared; expected an absolute, normalized path"]),
+        (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=/etc/rayfleet/checkpoints"],
+         ['checkpoint_store on {sandbox}-head: checkpoint_store_path is \\"/etc/rayfleet/checkpoints\\"',
+          "not in /bin, /boot, /dev, /etc,"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "node-instances", "node-instance-slots",
-         "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52"],
+         "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "checkpoint-path-relative",
+         "checkpoint-path-system-dir"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)
