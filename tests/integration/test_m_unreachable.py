@@ -127,8 +127,8 @@ def test_a_dead_worker_within_the_policy_leaves_the_fleet_converged(static_inven
 VERDICT = "/etc/rayfleet/preflight.json"
 
 
-def test_b_the_preflight_and_the_gate_go_on_without_a_dead_worker_only_when_allowed(static_inventory, request,
-                                                                                     tmp_path):
+def test_b_the_preflight_and_the_gate_go_on_without_a_dead_worker_only_when_allowed(
+        static_inventory, request, tmp_path):
     head = head_host(request)
     ips = inventory_ips(request)
     report = ["-e", f"preflight_report_dir={tmp_path}"]
