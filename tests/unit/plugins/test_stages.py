@@ -348,6 +348,18 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
 
 
+def test_a_new_address_is_an_input_a_new_mac_address_is_not():
+    """A container or VM may boot with a new MAC address; no stage reads it, so no stage runs again for it."""
+    cluster = {"groups": {"ray_head": ["h"]}, "members": None}
+    ipv4 = {"address": "10.0.0.5", "interface": "eth0", "macaddress": "12:1d:1a:a0:fd:a6", "prefix": "24"}
+    one = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": ipv4}, cluster)
+    booted = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": dict(ipv4, macaddress="ae:00:11:22:33:44")},
+                            cluster)
+    assert booted == one
+    moved = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": dict(ipv4, address="10.0.0.6")}, cluster)
+    assert moved["common"] != one["common"]
+
+
 def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
     prefixes = stages.variable_prefixes(["ray", "common"])
     got = stages.input_vars(
