@@ -173,6 +173,55 @@ def test_every_module_the_roles_call_is_recorded_or_declared_as_recording_nothin
     assert unknown == [], f"tasks call modules the stage record does not cover: {unknown}"
 
 
+# A stage role's command or shell task that changes its host (changed_when not false) manages something no module
+# result names: each says here what watches it, so a new one cannot go unwatched by the drift check.
+COMMANDS_THAT_CHANGE = {
+    "apex/tasks/build.yml: Compile the Apex wheel": "builds into a build directory; the wheel's pip install is recorded",
+    "common/tasks/ca.yml: Rebuild the system CA bundle": "derived from the CA files, which are recorded",
+    "nccl/tasks/efa.yml: Run the EFA installer": "stage_items",
+    "nvidia_driver/tasks/stream-dnf.yml: Enable the driver branch's module stream": "the packages of the stream are "
+    "recorded",
+    "ray/tasks/container_nvidia.yml: Configure docker's nvidia runtime": "stage_items",
+    "rocm/tasks/install.yml: Install the ROCm use cases": "stage_items",
+    "shared_storage/tasks/efs_utils_build.yml: Build the package": "builds into a build directory; the package's "
+    "install is recorded",
+}
+
+
+def _changing_commands():
+    """'<role>/tasks/<file>: <task name>' of every command or shell task in a stage's role that may change its
+    host, and the file's text."""
+    roles = {role for stage in STAGES for role in stage.roles}
+    found = {}
+
+    def walk(tasks, path, text):
+        for task in tasks or []:
+            if not isinstance(task, dict):
+                continue
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key), path, text)
+            if any(short_action(key) in ("command", "shell") for key in task) and task.get("changed_when") is not False:
+                name = re.sub(r"\s*\(.*$|\s*\{\{.*$", "", str(task.get("name")))
+                found[f"{path.relative_to(ROOT / 'roles')}: {name}"] = text
+
+    for role in sorted(roles):
+        for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+            text = path.read_text()
+            walk(yaml.safe_load(text), path, text)
+    return found
+
+
+def test_every_command_that_changes_a_stage_host_says_what_watches_it():
+    found = _changing_commands()
+    assert sorted(set(found) - set(COMMANDS_THAT_CHANGE)) == [], (
+        "command/shell tasks that change a host with nothing watching what they change: declare the items with "
+        "rayfleet.cluster.stage_items after them (or say what records them) in COMMANDS_THAT_CHANGE")
+    assert sorted(set(COMMANDS_THAT_CHANGE) - set(found)) == [], "COMMANDS_THAT_CHANGE names tasks that are gone"
+    for task, why in COMMANDS_THAT_CHANGE.items():
+        if why == "stage_items":
+            assert "rayfleet.cluster.stage_items:" in found[task], f"{task}: no stage_items task in its file"
+
+
 def test_every_public_variable_the_roles_set_is_kept_out_of_the_inputs():
     """Variables a role registers or sets with a role prefix are results, not inputs: they must be in RESULT_VARS,
     or every stage's inputs digest would change once they are set."""
