@@ -176,7 +176,8 @@ def test_every_module_the_roles_call_is_recorded_or_declared_as_recording_nothin
 # A stage role's command or shell task that changes its host (changed_when not false) manages something no module
 # result names: each says here what watches it, so a new one cannot go unwatched by the drift check.
 COMMANDS_THAT_CHANGE = {
-    "apex/tasks/build.yml: Compile the Apex wheel": "builds into a build directory; the wheel's pip install is recorded",
+    "apex/tasks/build.yml: Compile the Apex wheel": "builds into a build directory; the wheel's pip install is "
+    "recorded",
     "common/tasks/ca.yml: Rebuild the system CA bundle": "derived from the CA files, which are recorded",
     "nccl/tasks/efa.yml: Run the EFA installer": "stage_items",
     "nvidia_driver/tasks/stream-dnf.yml: Enable the driver branch's module stream": "the packages of the stream are "
