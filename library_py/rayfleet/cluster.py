@@ -195,12 +195,14 @@ def wait_for(
     min_nodes: int = 0,
     min_gpus: float = 0,
     expected: Mapping[str, str] | None = None,
+    max_missing: int = 0,
     timeout: float = 120,
     interval: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ClusterState:
-    """Poll until at least ``min_nodes`` alive nodes, ``min_gpus`` GPUs, and every expected IP is alive.
+    """Poll until at least ``min_nodes`` alive nodes, ``min_gpus`` GPUs, and every expected IP is alive (all but
+    ``max_missing`` of them, for a check that may go on without some: it names them, ``missing_hosts``).
 
     ``expected`` maps node IP -> inventory host name, so a timeout names the hosts that never joined.
     """
@@ -213,7 +215,8 @@ def wait_for(
             state = get_state(fetch)
             last_error = None
             missing = missing_hosts(state, expected)
-            if len(state.alive) >= min_nodes and state.totals().get("GPU", 0.0) >= min_gpus and not missing:
+            if (len(state.alive) >= min_nodes and state.totals().get("GPU", 0.0) >= min_gpus
+                    and len(missing) <= max_missing):
                 return state
         except Exception as exc:  # the head may still be starting: keep polling until the deadline
             last_error = exc
@@ -232,7 +235,8 @@ def wait_for(
     missing = missing_hosts(state, expected)
     if missing:
         parts.append("not registered alive: " + ", ".join(
-            f"{name} ({ip})" for ip, name in sorted(expected.items()) if name in missing))
+            f"{name} ({ip})" for ip, name in sorted(expected.items()) if name in missing)
+            + (f" (at most {max_missing} may be missing)" if max_missing else ""))
     if last_error is not None:
         parts.append(f"last error: {last_error}")
     raise ClusterWaitTimeout(f"cluster not ready after {timeout:g} s: " + "; ".join(parts) +

@@ -3,11 +3,13 @@
 
 playbooks/preflight.yml leaves its verdict on the head (/etc/rayfleet/preflight.json), built by ``build_verdict`` and
 written by the module rayfleet.cluster.preflight_verdict running on the head: ok, time and epoch (the head's clock),
-problems, node_ids, and what the bandwidth check measured - bandwidth_measured, backend, ranks, peak_busbw_gbps,
-min_busbw_gbps, bandwidth_note (why it was not measured). A job may be submitted only when that verdict passed,
-measured the all-reduce bandwidth, is younger than ``--max-age`` seconds, and the alive Ray nodes are exactly the ones
-it checked (a node that restarted has a new node id and was not checked). The age is the head's clock against the
-head's clock: the gate runs on the head too.
+problems, node_ids, missing_nodes (the inventory's Ray nodes that were not alive, when the preflight was allowed to
+go on without them: preflight_allow_missing), and what the bandwidth check measured - bandwidth_measured, backend,
+ranks, peak_busbw_gbps, min_busbw_gbps, bandwidth_note (why it was not measured). A job may be submitted only when
+that verdict passed, measured the all-reduce bandwidth, is younger than ``--max-age`` seconds, and the alive Ray
+nodes are exactly the ones it checked (a node that restarted has a new node id and was not checked). A node missing
+- left out by the preflight, or gone since - shuts the gate too, unless ``--allow-missing`` (submit_allow_missing)
+allows that many. The age is the head's clock against the head's clock: the gate runs on the head too.
 
 playbooks/submit.yml runs this on the head in two ways:
   from the operator's machine   python -m rayfleet.gate --state F --max-age S --alive-json '["<node id>", ...]'
@@ -72,8 +74,10 @@ def bandwidth(collective: Mapping[str, Any] | None, not_run: str = "") -> dict[s
 
 
 def build_verdict(problems: Iterable[str], node_ids: Iterable[str], collective: Mapping[str, Any] | None,
-                  now: float, not_run: str = "") -> dict[str, Any]:
+                  now: float, not_run: str = "", *, missing: Iterable[str] = ()) -> dict[str, Any]:
     """The verdict the preflight leaves on the head, stamped ``now`` (the head's clock).
+
+    ``missing``: the inventory's Ray nodes the preflight went on without (not alive), by name.
 
     ``problems``: the findings of the node checks (GPUs, SSH, storage), each naming its node; the collective check's
     own problems, or why it could not run, are added. It passed when nothing was found and the collective check,
@@ -94,13 +98,17 @@ def build_verdict(problems: Iterable[str], node_ids: Iterable[str], collective: 
         "epoch": int(now),
         "problems": found,
         "node_ids": sorted(set(node_ids)),
+        "missing_nodes": sorted(set(missing)),
         **bandwidth(c, not_run),
     }
 
 
 def decide(state: Mapping[str, Any] | None, alive_ids: Iterable[str], now: float, max_age_s: float,
-           where: str) -> tuple[bool, str]:
-    """(open, message) for the verdict ``state`` (None: no verdict file at ``where``)."""
+           where: str, *, allow_missing: int = 0) -> tuple[bool, str]:
+    """(open, message) for the verdict ``state`` (None: no verdict file at ``where``).
+
+    ``allow_missing``: how many of the cluster's nodes may be missing - left out by the preflight (its
+    ``missing_nodes``) or gone since (checked, not alive now) - for a job to go on the others."""
     alive = sorted(set(alive_ids))
     if state is None:
         return False, f"Not submitting: no preflight verdict on {where}; run playbooks/preflight.yml first"
@@ -124,14 +132,26 @@ def decide(state: Mapping[str, Any] | None, alive_ids: Iterable[str], now: float
         return False, (f"Not submitting: the preflight on {where} is dated {state.get('time')}, {int(-age)} s ahead "
                        "of the head's clock (the clock was set back since); run playbooks/preflight.yml again")
     checked = sorted(set(state.get("node_ids") or []))
-    if checked != alive:
-        gone = ", ".join(sorted(set(checked) - set(alive))) or "none"
-        new = ", ".join(sorted(set(alive) - set(checked))) or "none"
-        return False, (f"Not submitting: the Ray nodes changed since the preflight (node ids {gone} gone, {new} new);"
-                       " run playbooks/preflight.yml again")
+    gone = sorted(set(checked) - set(alive))
+    new = sorted(set(alive) - set(checked))
+    left_out = sorted(set(state.get("missing_nodes") or []))
+    missing = len(left_out) + len(gone)
+    if new or (missing > allow_missing and not left_out):
+        return False, (f"Not submitting: the Ray nodes changed since the preflight (node ids "
+                       f"{', '.join(gone) or 'none'} gone, {', '.join(new) or 'none'} new); run playbooks/preflight.yml"
+                       " again" + ("" if new else f", or submit with -e submit_allow_missing={missing} to go on "
+                                                  "without them"))
+    without = ([f"the preflight went on without {len(left_out)} node(s): {', '.join(left_out)}"] if left_out else []
+               ) + ([f"node ids {', '.join(gone)} gone since"] if gone else [])
+    if missing > allow_missing:
+        return False, (f"Not submitting: {'; '.join(without)} - more than submit_allow_missing={allow_missing} "
+                       f"allows. Bring them back and run playbooks/preflight.yml again, or submit with "
+                       f"-e submit_allow_missing={missing} to go on without them")
     return True, (f"Preflight of {state.get('time')} passed ({max(int(age), 0)} s ago) on these {len(alive)} nodes: "
                   f"peak bus bandwidth {float(peak):.3f} GB/s ({state.get('backend')}, "
-                  f"{state.get('ranks')} ranks).")
+                  f"{state.get('ranks')} ranks)."
+                  + (f" Missing, within submit_allow_missing={allow_missing}: {'; '.join(without)}."
+                     if missing else ""))
 
 
 def read_state(path: Path) -> dict[str, Any] | None:
@@ -165,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--alive-json", help="the alive Ray node ids, a JSON list")
     source.add_argument("--config", help="the head's settings file: read the alive nodes from Ray's state API")
     parser.add_argument("--host", default="the head", help="the head's name, for the messages")
+    parser.add_argument("--allow-missing", type=int, default=0,
+                        help="how many of the cluster's nodes may be missing (submit_allow_missing; default 0)")
     args = parser.parse_args(argv)
     try:
         if args.alive_json is not None:
@@ -173,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise RayfleetError(f"--alive-json: expected a JSON list of node id strings, got {args.alive_json!r}")
         else:
             alive = alive_from_ray(args.config)
-        ok, message = decide(read_state(args.state), alive, time.time(), args.max_age, f"{args.host} ({args.state})")
+        if args.allow_missing < 0:
+            raise RayfleetError(f"--allow-missing: expected a count >= 0, got {args.allow_missing}")
+        ok, message = decide(read_state(args.state), alive, time.time(), args.max_age, f"{args.host} ({args.state})",
+                             allow_missing=args.allow_missing)
     except (RayfleetError, json.JSONDecodeError) as exc:
         print(json.dumps({"ok": False, "message": f"rayfleet.gate: {exc}"}))
         return 2

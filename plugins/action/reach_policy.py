@@ -15,7 +15,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("max_unreachable",))
+    _VALID_ARGS = frozenset(("max_unreachable", "policy_var"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -30,11 +30,12 @@ class ActionModule(ActionBase):
             except KeyError:
                 reach = None
             results[host] = dict(reach) if hasattr(reach, "keys") else {}
+        policy_var = self._task.args.get("policy_var") or POLICY_VAR
         try:
             verdict = decide(results, list(task_vars.get("groups", {}).get("ray_head") or []),
-                             self._task.args.get("max_unreachable", 0))
+                             self._task.args.get("max_unreachable", 0), policy_var)
         except ReachError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        result.update(changed=False, policy_var=POLICY_VAR, **verdict)
+        result.update(changed=False, policy_var=policy_var, **verdict)
         return result

@@ -51,6 +51,13 @@ options:
       skipped (e.g. C(preflight_collective is false)).
     type: str
     default: ""
+  missing:
+    description:
+      - The inventory's Ray nodes the preflight went on without (not alive; C(preflight_allow_missing)), by name,
+        recorded as C(missing_nodes). The gate refuses such a verdict unless C(submit_allow_missing) allows as many.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -97,6 +104,10 @@ verdict:
       elements: str
     node_ids:
       description: The alive Ray node ids that were checked, sorted.
+      type: list
+      elements: str
+    missing_nodes:
+      description: The inventory's Ray nodes the preflight went on without, sorted.
       type: list
       elements: str
     bandwidth_measured:
@@ -149,6 +160,7 @@ def build_module():
             node_ids=dict(type="list", elements="str", default=[]),
             collective=dict(type="dict", default={}),
             not_run_reason=dict(type="str", default=""),
+            missing=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -185,7 +197,8 @@ def main():
                          "collection; run the ray stage (site.yml --tags ray) to update the Ray venv"
                          % sys.executable)
     p = module.params
-    verdict = build_verdict(p["problems"], p["node_ids"], p["collective"], time.time(), p["not_run_reason"])
+    verdict = build_verdict(p["problems"], p["node_ids"], p["collective"], time.time(), p["not_run_reason"],
+                            missing=p["missing"])
     content = json.dumps(verdict, indent=4, sort_keys=True) + "\n"
     before = read_text(p["path"])
     result = dict(changed=content != before, verdict=verdict, path=p["path"])

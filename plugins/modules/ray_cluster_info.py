@@ -16,8 +16,8 @@ description:
     run without one and for nodes that cannot reach the head's loopback-only dashboard - and returns alive/dead
     counts and total resources.
   - With O(wait_for), polls until at least O(wait_for.min_nodes) nodes and O(wait_for.min_gpus) GPUs are
-    alive and every host in O(wait_for.hosts) has an alive node; on timeout it fails naming the hosts
-    that are missing.
+    alive and every host in O(wait_for.hosts) has an alive node (all but O(wait_for.max_missing) of them); on
+    timeout it fails naming the hosts that are missing.
   - Read-only. Must run with the Ray venv's interpreter.
 author:
   - rayfleet authors (@rayfleet)
@@ -48,6 +48,12 @@ options:
             expected - C(<node_ip>/<instance>) (the ray role's C(ray_node_instances)).
         type: dict
         default: {}
+      max_missing:
+        description:
+          - How many of O(wait_for.hosts) may have no alive node for the wait to end (a check that goes on without
+            them, such as a preflight allowed to); RV(missing) names them.
+        type: int
+        default: 0
   timeout:
     description: Seconds to wait for O(wait_for).
     type: int
@@ -124,6 +130,12 @@ gpus:
   description: GPUs summed over alive nodes.
   returned: always
   type: float
+missing:
+  description: The names (values of O(wait_for.hosts)) that have no alive node.
+  returned: always
+  type: list
+  elements: str
+  sample: [worker2]
 ray_version:
   description: Version of Ray in the interpreter that ran the module.
   returned: always
@@ -140,7 +152,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
-    from rayfleet.cluster import fetcher, wait_for
+    from rayfleet.cluster import fetcher, missing_hosts, wait_for
     from rayfleet.errors import ClusterWaitTimeout, RayfleetError
     from rayfleet.raynode import auth_env
 except ImportError:
@@ -155,6 +167,7 @@ def build_module():
                 min_nodes=dict(type="int", default=0),
                 min_gpus=dict(type="float", default=0),
                 hosts=dict(type="dict", default={}),
+                max_missing=dict(type="int", default=0),
             )),
             timeout=dict(type="int", default=120),
             auth_token_path=dict(type="path"),
@@ -175,12 +188,16 @@ def main():
         ray_version = ray.__version__
     except ImportError:
         ray_version = ""
+    expected = dict((str(k), str(v)) for k, v in (want.get("hosts") or {}).items())
+    if (want.get("max_missing") or 0) < 0:
+        module.fail_json(msg="wait_for.max_missing is %s; expected a count >= 0" % want["max_missing"])
     try:
         state = wait_for(
             fetcher(p["address"], auth_token_path=p["auth_token_path"]),
             min_nodes=want.get("min_nodes") or 0,
             min_gpus=want.get("min_gpus") or 0,
-            expected=dict((str(k), str(v)) for k, v in (want.get("hosts") or {}).items()),
+            expected=expected,
+            max_missing=want.get("max_missing") or 0,
             timeout=p["timeout"] if want else 0,
         )
     except ClusterWaitTimeout as exc:
@@ -188,7 +205,7 @@ def main():
         module.fail_json(msg=to_native(exc), ray_version=ray_version, **extra)
     except RayfleetError as exc:
         module.fail_json(msg=to_native(exc), ray_version=ray_version)
-    module.exit_json(changed=False, ray_version=ray_version, **state.to_dict())
+    module.exit_json(changed=False, ray_version=ray_version, missing=missing_hosts(state, expected), **state.to_dict())
 
 
 if __name__ == "__main__":

@@ -25,9 +25,13 @@ options:
     description:
       - The most hosts that may be unreachable for the run to go on with the others - a count, or a percentage of
         the play's hosts (C('10%'), rounded down). C(0) stops the run when any host is unreachable.
-      - C(site.yml) passes C(rayfleet_max_unreachable).
+      - C(site.yml) passes C(rayfleet_max_unreachable), C(playbooks/preflight.yml) C(preflight_allow_missing).
     type: raw
     default: 0
+  policy_var:
+    description: The variable that set O(max_unreachable), named in the messages.
+    type: str
+    default: rayfleet_max_unreachable
 attributes:
   action:
     support: full
@@ -76,7 +80,7 @@ hosts:
   returned: success
   type: int
 policy_var:
-  description: The variable that sets the policy in C(site.yml).
+  description: The variable that set the policy (O(policy_var)).
   returned: success
   type: str
 """

@@ -22,8 +22,9 @@ class ReachError(ValueError):
     """A bad policy value, or hosts unreachable beyond what the policy allows."""
 
 
-def allowed(policy, hosts):
-    """How many of `hosts` hosts may be unreachable under policy (a count, or 'N%' of the hosts, rounded down)."""
+def allowed(policy, hosts, policy_var=POLICY_VAR):
+    """How many of `hosts` hosts may be unreachable under policy (a count, or 'N%' of the hosts, rounded down);
+    policy_var: the variable that set it, for the messages."""
     if isinstance(policy, bool):
         policy = None
     if isinstance(policy, int) and policy >= 0:
@@ -37,18 +38,18 @@ def allowed(policy, hosts):
             return math.floor(float(match.group(1)) * hosts / 100.0 + 1e-9)
     raise ReachError(
         "%s is %r; expected a count of hosts (0, 1, 2 ...) or a percentage of the run's hosts ('10%%'), the most "
-        "that may be unreachable for the run to go on without them" % (POLICY_VAR, policy)
+        "that may be unreachable for the run to go on without them" % (policy_var, policy)
     )
 
 
-def decide(results, heads, policy):
+def decide(results, heads, policy, policy_var=POLICY_VAR):
     """The run's verdict on its hosts.
 
     results: host -> its reach attempt (the setup task's result: unreachable, msg); heads: the ray_head group.
     Returns {"left_out": {host: error}, "allowed": n, "hosts": total}; raises ReachError (naming every unreachable
     host and its error) when the head is unreachable or more hosts are than the policy allows."""
     total = len(results)
-    limit = allowed(policy, total)
+    limit = allowed(policy, total, policy_var)
     left_out = {
         host: str(result.get("msg") or "unreachable").strip()
         for host, result in sorted(results.items())
@@ -59,12 +60,12 @@ def decide(results, heads, policy):
     if down_heads:
         raise ReachError(
             "the head %s is unreachable: a run never goes on without it, whatever %s says. Unreachable: %s. "
-            "Nothing was changed." % (", ".join(down_heads), POLICY_VAR, named)
+            "Nothing was changed." % (", ".join(down_heads), policy_var, named)
         )
     if len(left_out) > limit:
         raise ReachError(
             "%d of %d host(s) unreachable, more than %s=%s allows (%d): %s. Nothing was changed; bring them back, "
-            "or raise %s to converge the others without them."
-            % (len(left_out), total, POLICY_VAR, policy, limit, named, POLICY_VAR)
+            "or raise %s to go on without them."
+            % (len(left_out), total, policy_var, policy, limit, named, policy_var)
         )
     return {"left_out": left_out, "allowed": limit, "hosts": total}

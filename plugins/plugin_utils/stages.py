@@ -68,6 +68,9 @@ VALIDATE = "validate"
 RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable"})
 # Facts a stage's result depends on: a new kernel, distribution or address makes every stage run again
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
+# Parts of the default addresses' facts no stage reads, which may change when a host boots (a container's or a VM's
+# MAC address is new on every start): they are no input
+VOLATILE_ADDRESS_FACTS = frozenset({"macaddress"})
 # Variables the collection's roles and playbooks set from results (register, set_fact): outputs, not inputs
 RESULT_VARS = frozenset({
     "preflight_gpu", "preflight_ssh", "ray_cluster_state", "ray_node_result", "shared_storage_status", "submit_job",
@@ -160,7 +163,11 @@ def input_vars(variables, prefixes):
 
 
 def input_facts(facts):
-    return {name: facts.get(name) for name in INPUT_FACTS}
+    out = {name: facts.get(name) for name in INPUT_FACTS}
+    for name in ("default_ipv4", "default_ipv6"):
+        if isinstance(out[name], Mapping):
+            out[name] = {key: value for key, value in out[name].items() if key not in VOLATILE_ADDRESS_FACTS}
+    return out
 
 
 def plain(value):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    RAY_DEFAULTS,
     ROOT,
     SANDBOX,
     ansible_env,
@@ -60,9 +61,13 @@ def said(proc: subprocess.CompletedProcess) -> str:
     return " ".join(proc.stdout.split())
 
 
-def site(inventory: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ansible-playbook", "site.yml", "-i", str(inventory), *args], cwd=ROOT,
+def play(playbook: str, inventory: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible-playbook", playbook, "-i", str(inventory), *args], cwd=ROOT,
                           env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
+
+
+def site(inventory: Path, *args: str) -> subprocess.CompletedProcess:
+    return play("site.yml", inventory, *args)
 
 
 def alive_ids(head) -> dict[str, str]:
@@ -117,6 +122,57 @@ def test_a_dead_worker_within_the_policy_leaves_the_fleet_converged(static_inven
     again = site(static_inventory)
     assert again.returncode == 0, again.stdout[-3000:]
     assert {r["changed"] for r in recap(again).values()} == {0}, again.stdout[-3000:]
+
+
+VERDICT = "/etc/rayfleet/preflight.json"
+
+
+def test_b_the_preflight_and_the_gate_go_on_without_a_dead_worker_only_when_allowed(
+        static_inventory, request, tmp_path):
+    head = head_host(request)
+    ips = inventory_ips(request)
+    report = ["-e", f"preflight_report_dir={tmp_path}"]
+    job = ["-e", json.dumps({"submit_entrypoint": "python -c 'print(6 * 7)'"}), "-e", "submit_preflight=recent"]
+    kept = podman("exec", container(HEAD), "sh", "-c", f"cat {VERDICT} 2>/dev/null || :")
+    podman("stop", "--time", "5", container(WORKER2))
+    try:
+        # by default a missing node stops the preflight at its first contact, named
+        strict = play("playbooks/preflight.yml", static_inventory, *report)
+        assert strict.returncode != 0
+        assert re.search(rf"1 of 3 host\(s\) unreachable, more than preflight_allow_missing=0 allows \(0\): "
+                         rf"{WORKER2} \(", said(strict)), strict.stdout[-3000:]
+
+        # allowed: the others are checked and measured, and the verdict names the node it went on without
+        lenient = play("playbooks/preflight.yml", static_inventory, *report, "-e", "preflight_allow_missing=1")
+        assert lenient.returncode == 0, lenient.stdout[-3000:]
+        verdict = json.loads(podman("exec", container(HEAD), "cat", VERDICT))
+        assert verdict["ok"] and verdict["missing_nodes"] == [WORKER2], verdict
+        assert verdict["bandwidth_measured"] and verdict["ranks"] == 2, verdict
+        assert f"Went on without {WORKER2} (preflight_allow_missing 1)" in said(lenient), lenient.stdout[-3000:]
+        assert f"**missing**, not checked (preflight_allow_missing): {WORKER2}" in (tmp_path / "report.md").read_text()
+
+        # the gate: shut while the node is missing (the wait for it cut short), open within submit_allow_missing
+        shut = play("playbooks/submit.yml", static_inventory, *job, "-e", "ray_wait_timeout=10")
+        assert shut.returncode != 0
+        assert re.search(rf"not registered alive: {WORKER2} \({ips[WORKER2]}\)", said(shut)), shut.stdout[-3000:]
+        assert "SUCCEEDED" not in shut.stdout
+        opened = play("playbooks/submit.yml", static_inventory, *job, "-e", "submit_allow_missing=1")
+        assert opened.returncode == 0, opened.stdout[-3000:]
+        assert (f"Missing, within submit_allow_missing=1: the preflight went on without 1 node(s): {WORKER2}."
+                in said(opened)), opened.stdout[-3000:]
+        assert re.search(r": SUCCEEDED - .*42", said(opened)), opened.stdout[-3000:]
+        # the same verdict from a gate that allows nothing (as a submit host's gate runs it): shut, the node named
+        gate = podman("exec", container(HEAD), "sh", "-c",
+                      f"{RAY_DEFAULTS['ray_venv_dir']}/bin/python -m rayfleet.gate --state {VERDICT} --max-age 600 "
+                      f"--config /etc/rayfleet/ray-head.json || :")
+        assert (f"the preflight went on without 1 node(s): {WORKER2} - more than submit_allow_missing=0 allows"
+                in gate), gate
+    finally:
+        podman("start", container(WORKER2))
+        podman("exec", container(HEAD), "sh", "-c",
+               f"printf %s {json.dumps(kept)} > {VERDICT}" if kept else f"rm -f {VERDICT}")
+    wait_ssh(WORKER2)
+    wait_for_cluster(head, node_ip(head), sorted(ips.values()), timeout=120)
 
 
 def test_a_dead_head_stops_the_run_whatever_the_policy(static_inventory, request):

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 import pytest
-from rayfleet.cluster import ClusterState, NodeInfo, format_table, get_state, lacking_resources, wait_for
+from rayfleet.cluster import ClusterState, NodeInfo, format_table, get_state, lacking_resources, missing_hosts, wait_for
 from rayfleet.errors import ClusterWaitTimeout
 
 
@@ -67,6 +67,24 @@ def test_wait_for_timeout_names_missing_hosts():
     assert "demo-head" not in msg
     assert isinstance(err.value.state, ClusterState)
     assert clock.now == 10.0
+
+
+EXPECTED = {"10.0.0.1": "demo-head", "10.0.0.2": "demo-worker1", "10.0.0.3": "demo-worker2"}
+
+
+def test_wait_for_may_go_on_without_max_missing_hosts():
+    """With max_missing the wait ends at once when at most that many expected hosts are missing: the caller names them
+    (missing_hosts); one more missing still times out, saying how many may be."""
+    clock = FakeClock()
+    two = [node("10.0.0.1", head=True), node("10.0.0.2"), node("10.0.0.3", "DEAD")]
+    state = wait_for(lambda: two, min_nodes=2, expected=EXPECTED, max_missing=1, timeout=30, clock=clock,
+                     sleep=clock.sleep)
+    assert clock.now == 0 and missing_hosts(state, EXPECTED) == ["demo-worker2"]
+    with pytest.raises(ClusterWaitTimeout) as err:
+        wait_for(lambda: two[:1], min_nodes=1, expected=EXPECTED, max_missing=1, timeout=5, clock=clock,
+                 sleep=clock.sleep)
+    assert ("not registered alive: demo-worker1 (10.0.0.2), demo-worker2 (10.0.0.3) (at most 1 may be missing)"
+            in str(err.value))
 
 
 def test_wait_for_unreachable_head_reports_last_error():

@@ -33,7 +33,8 @@ def test_open_when_recent_measured_passed_and_same_nodes():
      "the last preflight FAILED: worker1: 0.4 GB/s < 1 GB/s; worker2: ssh"),
     (PASSED, ["a", "b"], 60, "the preflight is 120 s old (submit_preflight_max_age_s 60)"),
     (PASSED, ["a", "c"], 3600, "the Ray nodes changed since the preflight (node ids b gone, c new)"),
-    (PASSED, ["a"], 3600, "(node ids b gone, none new)"),
+    (PASSED, ["a"], 3600, "(node ids b gone, none new); run playbooks/preflight.yml again, or submit with "
+     "-e submit_allow_missing=1 to go on without them"),
     (dict(PASSED, epoch=NOW + 3600, time="2026-11-25T10:02:00Z"), ["a", "b"], 86400,
      "the preflight on head is dated 2026-11-25T10:02:00Z, 3600 s ahead of the head's clock"),
 ])
@@ -63,10 +64,59 @@ def test_a_passed_verdict_that_measured_no_bandwidth_shuts_the_gate(state, why):
                         "-e submit_preflight=skip to go without the gate")
 
 
+# A preflight that went on without worker2 (preflight_allow_missing): the verdict names it
+WITHOUT_W2 = dict(PASSED, missing_nodes=["worker2"])
+
+
+@pytest.mark.parametrize(("state", "alive", "allow", "words"), [
+    (WITHOUT_W2, ["a", "b"], 0, "the preflight went on without 1 node(s): worker2 - more than submit_allow_missing=0 "
+     "allows. Bring them back and run playbooks/preflight.yml again, or submit with -e submit_allow_missing=1"),
+    # one left out by the preflight, one gone since: two missing
+    (WITHOUT_W2, ["a"], 1, "the preflight went on without 1 node(s): worker2; node ids b gone since - more than "
+     "submit_allow_missing=1 allows"),
+    (PASSED, [], 1, "node ids a, b gone, none new"),
+    # a node the preflight did not check shuts the gate whatever is allowed
+    (WITHOUT_W2, ["a", "b", "c"], 5, "the Ray nodes changed since the preflight (node ids none gone, c new); run "
+     "playbooks/preflight.yml again"),
+])
+def test_missing_nodes_shut_the_gate_beyond_submit_allow_missing(state, alive, allow, words):
+    ok, msg = decide(state, alive, NOW, 3600, "head", allow_missing=allow)
+    assert not ok and msg.startswith("Not submitting: ") and words in msg, msg
+
+
+@pytest.mark.parametrize(("state", "alive", "allow", "words"), [
+    (WITHOUT_W2, ["a", "b"], 1, "Missing, within submit_allow_missing=1: the preflight went on without 1 node(s): "
+     "worker2."),
+    (PASSED, ["a"], 1, "Missing, within submit_allow_missing=1: node ids b gone since."),
+    (WITHOUT_W2, ["b"], 2, "worker2; node ids a gone since."),
+])
+def test_missing_nodes_within_submit_allow_missing_open_the_gate_and_are_named(state, alive, allow, words):
+    ok, msg = decide(state, alive, NOW, 3600, "head", allow_missing=allow)
+    assert ok and msg.startswith("Preflight of 2026-11-25T08:00:00Z passed") and msg.endswith(words), msg
+
+
+def test_the_verdict_names_the_nodes_the_preflight_went_on_without():
+    verdict = build_verdict([], ["n1"], MEASURED, NOW, missing=["w2", "w2/b", "w2"])
+    assert verdict["ok"] and verdict["missing_nodes"] == ["w2", "w2/b"]
+
+
+def test_cli_allow_missing(tmp_path, capsys):
+    state = tmp_path / "preflight.json"
+    state.write_text(json.dumps(build_verdict([], ["a"], MEASURED, time.time(), missing=["worker2"])))
+    argv = ["--state", str(state), "--max-age", "60", "--alive-json", '["a"]', "--host", "h1"]
+    assert main(argv) == SHUT
+    assert "more than submit_allow_missing=0 allows" in capsys.readouterr().out
+    assert main([*argv, "--allow-missing", "1"]) == 0
+    assert "within submit_allow_missing=1" in capsys.readouterr().out
+    assert main([*argv, "--allow-missing", "-1"]) == 2
+    assert "--allow-missing: expected a count >= 0, got -1" in capsys.readouterr().out
+
+
 def test_verdict_of_a_measured_pass():
     verdict = build_verdict([], ["n2", "n1", "n2"], MEASURED, NOW)
     assert verdict == {"ok": True, "time": "2027-01-15T08:00:00Z", "epoch": 1_800_000_000, "problems": [],
-                       "node_ids": ["n1", "n2"], "bandwidth_measured": True, "backend": "gloo", "ranks": 3,
+                       "node_ids": ["n1", "n2"], "missing_nodes": [], "bandwidth_measured": True, "backend": "gloo",
+                       "ranks": 3,
                        "peak_busbw_gbps": 0.49, "min_busbw_gbps": None, "bandwidth_note": ""}
     assert decide(verdict, ["n1", "n2"], NOW + 5, 3600, "head")[0]
 

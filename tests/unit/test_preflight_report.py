@@ -42,3 +42,14 @@ def test_measured_bandwidth_adds_no_gate_line():
     assert "peak bus bandwidth **0.490 GB/s**" in md and "submission gate" not in md
     html = report.html_report(_result(MEASURED, verdict), "no plot")
     assert html.count("<li>") == 6, "the summary lists the six lines of the Markdown summary, no problem twice"
+    assert "missing" not in md
+
+
+def test_nodes_the_preflight_went_on_without_are_named_in_the_summary():
+    verdict = build_verdict([], ["n1", "n2"], MEASURED, NOW, missing=["demo-worker2"])
+    data = _result(MEASURED, verdict)
+    md = report.markdown(data, "no plot")
+    assert md.startswith("# Cluster health: PASS")
+    assert ("- **missing**, not checked (preflight_allow_missing): demo-worker2; playbooks/submit.yml refuses this "
+            "verdict unless submit_allow_missing allows as many") in md
+    assert "missing, not checked (preflight_allow_missing): demo-worker2" in report.html_report(data, "no plot")

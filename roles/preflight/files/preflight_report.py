@@ -121,6 +121,9 @@ def markdown(data: dict, plot_note: str) -> str:
             if c.get("rows") else "- all-reduce: not measured (" + (
                 verdict.get("bandwidth_note")
                 or "a node failed its GPU check, the check could not run, or preflight_collective is false") + ")")]
+    if verdict.get("missing_nodes"):
+        out.append(f"- **missing**, not checked (preflight_allow_missing): {', '.join(verdict['missing_nodes'])}; "
+                   "playbooks/submit.yml refuses this verdict unless submit_allow_missing allows as many")
     if verdict and not verdict.get("bandwidth_measured"):
         out.append(f"- submission gate: bandwidth not measured ({verdict.get('bandwidth_note') or 'no reason given'}):"
                    " playbooks/submit.yml refuses this verdict unless submit_preflight=skip")

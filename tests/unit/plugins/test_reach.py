@@ -65,3 +65,13 @@ def test_a_host_left_out_changes_no_stage_input():
     without_w = stages.cluster_inputs(groups, dict(plan, awaited_nodes={"10.0.0.1": "h"}, left_out=["w"]))
     assert everyone == without_w
     assert "rayfleet_max_unreachable" in stages.RUN_OPTIONS
+
+
+def test_the_messages_name_the_variable_that_set_the_policy():
+    """playbooks/preflight.yml leaves unreachable nodes out under preflight_allow_missing."""
+    with pytest.raises(ReachError) as exc:
+        decide({"h": UP, "w1": DOWN, "w2": DOWN}, ["h"], 1, "preflight_allow_missing")
+    assert ("2 of 3 host(s) unreachable, more than preflight_allow_missing=1 allows (1)" in str(exc.value)
+            and "raise preflight_allow_missing to go on without them" in str(exc.value))
+    with pytest.raises(ReachError, match="preflight_allow_missing is 'x'; expected a count"):
+        allowed("x", 3, "preflight_allow_missing")

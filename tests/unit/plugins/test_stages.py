@@ -173,6 +173,56 @@ def test_every_module_the_roles_call_is_recorded_or_declared_as_recording_nothin
     assert unknown == [], f"tasks call modules the stage record does not cover: {unknown}"
 
 
+# A stage role's command or shell task that changes its host (changed_when not false) manages something no module
+# result names: each says here what watches it, so a new one cannot go unwatched by the drift check.
+COMMANDS_THAT_CHANGE = {
+    "apex/tasks/build.yml: Compile the Apex wheel": "builds into a build directory; the wheel's pip install is "
+    "recorded",
+    "common/tasks/ca.yml: Rebuild the system CA bundle": "derived from the CA files, which are recorded",
+    "nccl/tasks/efa.yml: Run the EFA installer": "stage_items",
+    "nvidia_driver/tasks/stream-dnf.yml: Enable the driver branch's module stream": "the packages of the stream are "
+    "recorded",
+    "ray/tasks/container_nvidia.yml: Configure docker's nvidia runtime": "stage_items",
+    "rocm/tasks/install.yml: Install the ROCm use cases": "stage_items",
+    "shared_storage/tasks/efs_utils_build.yml: Build the package": "builds into a build directory; the package's "
+    "install is recorded",
+}
+
+
+def _changing_commands():
+    """'<role>/tasks/<file>: <task name>' of every command or shell task in a stage's role that may change its
+    host, and the file's text."""
+    roles = {role for stage in STAGES for role in stage.roles}
+    found = {}
+
+    def walk(tasks, path, text):
+        for task in tasks or []:
+            if not isinstance(task, dict):
+                continue
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key), path, text)
+            if any(short_action(key) in ("command", "shell") for key in task) and task.get("changed_when") is not False:
+                name = re.sub(r"\s*\(.*$|\s*\{\{.*$", "", str(task.get("name")))
+                found[f"{path.relative_to(ROOT / 'roles')}: {name}"] = text
+
+    for role in sorted(roles):
+        for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+            text = path.read_text()
+            walk(yaml.safe_load(text), path, text)
+    return found
+
+
+def test_every_command_that_changes_a_stage_host_says_what_watches_it():
+    found = _changing_commands()
+    assert sorted(set(found) - set(COMMANDS_THAT_CHANGE)) == [], (
+        "command/shell tasks that change a host with nothing watching what they change: declare the items with "
+        "rayfleet.cluster.stage_items after them (or say what records them) in COMMANDS_THAT_CHANGE")
+    assert sorted(set(COMMANDS_THAT_CHANGE) - set(found)) == [], "COMMANDS_THAT_CHANGE names tasks that are gone"
+    for task, why in COMMANDS_THAT_CHANGE.items():
+        if why == "stage_items":
+            assert "rayfleet.cluster.stage_items:" in found[task], f"{task}: no stage_items task in its file"
+
+
 def test_every_public_variable_the_roles_set_is_kept_out_of_the_inputs():
     """Variables a role registers or sets with a role prefix are results, not inputs: they must be in RESULT_VARS,
     or every stage's inputs digest would change once they are set."""
@@ -346,6 +396,18 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     other = {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None}
     moved = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, other)
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
+
+
+def test_a_new_address_is_an_input_a_new_mac_address_is_not():
+    """A container or VM may boot with a new MAC address; no stage reads it, so no stage runs again for it."""
+    cluster = {"groups": {"ray_head": ["h"]}, "members": None}
+    ipv4 = {"address": "10.0.0.5", "interface": "eth0", "macaddress": "12:1d:1a:a0:fd:a6", "prefix": "24"}
+    one = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": ipv4}, cluster)
+    booted = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": dict(ipv4, macaddress="ae:00:11:22:33:44")},
+                            cluster)
+    assert booted == one
+    moved = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": dict(ipv4, address="10.0.0.6")}, cluster)
+    assert moved["common"] != one["common"]
 
 
 def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
