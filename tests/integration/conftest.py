@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -34,6 +35,70 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "extended: a slow module left out of make test (make molecule: -m 'not extended') and run by "
         "make test-full")
+
+
+# RAYFLEET_VERIFY_ORDER=reverse runs the modules in reverse order (each module's tests keep theirs; test_zz_down,
+# which takes the cluster down and up, stays last): every module must pass whatever ran before it.
+def pytest_collection_modifyitems(config, items) -> None:
+    del config
+    if os.environ.get("RAYFLEET_VERIFY_ORDER", "normal") != "reverse":
+        return
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.module.__name__, []).append(item)
+    order = sorted(modules, reverse=True)
+    order.sort(key=lambda name: name.startswith("test_zz_"))
+    items[:] = [item for name in order for item in modules[name]]
+
+
+def drifted_stages(stdout: str) -> dict[str, list[str]]:
+    """host -> the stages playbooks/drift.yml would run there, each with what drifted."""
+    found: dict[str, list[str]] = {}
+    host = ""
+    for line in stdout.splitlines():
+        header = re.match(r"ok: \[([^\]]+)\] =>", line)
+        if header:
+            host = header.group(1)
+            continue
+        stage = re.match(r'\s+"(\w+)\s+run\s+(.*?)",?$', line)
+        if host and stage:
+            found.setdefault(host, []).append(f"{stage.group(1)}: {stage.group(2)}")
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def leaves_the_sandbox_converged(request):
+    """After each module, playbooks/drift.yml finds nothing to do on any host: a module leaves the sandbox as it
+    found it, so no module depends on what ran before it."""
+    yield
+    proc = subprocess.run(["ansible-playbook", "playbooks/drift.yml", "-i", "inventories/sandbox"], cwd=ROOT,
+                          env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+    module = request.module.__name__
+    assert proc.returncode == 0, f"{module} left a host unreachable or failing the drift check:\n{proc.stdout[-3000:]}"
+    left = drifted_stages(proc.stdout)
+    assert not left, f"{module} left drift behind (stage: what drifted, per host): {left}"
+
+
+# Each module's wall time (setup, tests, teardown) in the terminal summary and artifacts/verify-modules.json.
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    module = report.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _MODULE_SECONDS:
+        return
+    terminalreporter.section("verify modules, wall seconds (setup + tests + teardown)")
+    for module, seconds in _MODULE_SECONDS.items():
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+    terminalreporter.write_line(f"{sum(_MODULE_SECONDS.values()):8.1f}  total")
+    out = ROOT / "artifacts" / "verify-modules.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"order": os.environ.get("RAYFLEET_VERIFY_ORDER", "normal"),
+                               "seconds": _MODULE_SECONDS}, indent=1) + "\n")
 
 
 def role_of(host) -> str:
