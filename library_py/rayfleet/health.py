@@ -197,8 +197,8 @@ def storage_check() -> CheckResult:
 
     try:
         config = storage.load_config()
-    except RayfleetError as exc:
-        return CheckResult("storage", FAILED, str(exc))
+    except RayfleetError as exc:  # a record this check cannot read is no fault of the node's storage
+        return CheckResult("storage", NOT_APPLICABLE, f"not probed: {exc}")
     if config is None or not config.mounts:
         return CheckResult("storage", NOT_APPLICABLE, "no shared storage is configured on this host")
     try:

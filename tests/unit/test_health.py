@@ -365,3 +365,21 @@ def test_main_writes_the_state_file_and_the_textfile_atomically(tmp_path, cluste
 def test_main_refuses_a_missing_settings_file(tmp_path):
     assert health.main(["--node", str(tmp_path / "none.json"), "ray-worker.service", "--state",
                         str(tmp_path / "h.json"), "--textfile-dir", ""]) == 2
+
+
+def test_the_storage_check_reads_the_shared_storage_record(tmp_path, monkeypatch):
+    from rayfleet import storage
+
+    record = tmp_path / "shared-storage.json"
+    monkeypatch.setattr(storage.load_config, "__defaults__", (str(record),))
+    none = health.storage_check()
+    assert none == CheckResult("storage", NOT_APPLICABLE, "no shared storage is configured on this host")
+    record.write_text(json.dumps({"paths": ["/mnt/shared"]}))
+    result = health.storage_check()
+    assert result.state == NOT_APPLICABLE and "re-run the storage stage" in result.reason
+    record.write_text(json.dumps({"paths": ["/mnt/x"], "mounts": [{"path": "/mnt/x", "server": "127.0.0.1"}],
+                                  "timeout": 0.5, "kernel_client": True}))
+    monkeypatch.setattr(storage, "read_mountinfo", dict)
+    monkeypatch.setattr(storage, "tcp_reachable", lambda *a: (False, "127.0.0.1:2049: refused"))
+    assert health.storage_check() == CheckResult("storage", FAILED,
+                                                 "/mnt/x: server unreachable (127.0.0.1:2049: refused)")
