@@ -161,8 +161,8 @@ def drain_node(settings: RayNodeSettings, node_id: str, message: str) -> tuple[b
     except ImportError as exc:  # pragma: no cover - depends on the node's venv
         raise RayfleetError(f"cannot import Ray's GCS client ({exc}); is ray installed in this venv?") from exc
     reason = autoscaler_pb2.DrainNodeReason.Value(DRAIN_REASON)
-    accepted, why = GcsClient(address=settings.gcs_address).drain_node(node_id, reason, message, 0,
-                                                                        timeout=RAY_TIMEOUT_S)
+    client = GcsClient(address=settings.gcs_address)
+    accepted, why = client.drain_node(node_id, reason, message, 0, timeout=RAY_TIMEOUT_S)
     return bool(accepted), str(why or "")
 
 
@@ -487,8 +487,8 @@ def run(nodes: Sequence[Node], options: Options, env: Environment, previous: Map
         elif not failed and ours:
             if not active:
                 action = f"healthy again; {node.unit} is stopped, so it is not restarted"
-            elif current is not None and current.alive and current.node_id != ours.get("node_id") \
-                    and not current.draining:
+            elif (current is not None and current.alive and current.node_id != ours.get("node_id")
+                  and not current.draining):
                 action = f"healthy again; back in the cluster as node {current.node_id} (restarted by something else)"
                 ours = None
             elif current is not None and current.alive and current.node_id == ours.get("node_id"):

@@ -211,8 +211,8 @@ def test_a_busy_node_is_drained_once_and_restarted_only_after_its_work_is_done(t
     env.drain = lambda s, i, m: cluster.drain(s, i, m, busy=True)
     first = health.run([node()], opts(tmp_path), env, None)
     second = health.run([node()], opts(tmp_path), env, first)
-    assert len(cluster.drains) == 1 and checks(second)["raylet"] == (OK, f"node {'01' * 6} alive, draining (drained "
-                                                                          "by this check)")
+    assert len(cluster.drains) == 1
+    assert checks(second)["raylet"] == (OK, f"node {'01' * 6} alive, draining (drained by this check)")
     (tmp_path / "health.d" / "fail").unlink()
     healthy = health.run([node()], opts(tmp_path), env, second)
     assert cluster.restarts == [] and "still runs the work it had" in healthy["nodes"][0]["action"]
