@@ -133,10 +133,22 @@ def state_api_fetcher(address: str, timeout: int = 10, auth_token_path: str | No
     return fetch
 
 
+def _enum_name(message: Any, enum: str, value: int) -> str:
+    """The name of a protobuf enum value of message's type (its number as text when the enum is unknown)."""
+    kind = getattr(type(message), enum, None)
+    try:
+        return kind.Name(value) if kind is not None else str(value)
+    except (ValueError, AttributeError):
+        return str(value)
+
+
 def gcs_node(info: Any) -> dict[str, Any]:
-    """One GcsNodeInfo (Ray's protobuf) as the state API's node fields."""
+    """One GcsNodeInfo (Ray's protobuf) as the state API's node fields, and whether the node is draining (its
+    state_snapshot, which the raylet reports) and why a dead node died (its death_info)."""
     state = type(info).GcsNodeState.Name(info.state) if hasattr(type(info), "GcsNodeState") else (
         "ALIVE" if info.state == 0 else "DEAD")
+    snapshot = getattr(info, "state_snapshot", None)
+    death = getattr(info, "death_info", None)
     return {
         "node_id": bytes(info.node_id).hex(),
         "node_ip": info.node_manager_address,
@@ -145,6 +157,9 @@ def gcs_node(info: Any) -> dict[str, Any]:
         "node_name": info.node_name,
         "resources_total": dict(info.resources_total),
         "start_time_ms": int(info.start_time_ms),
+        "draining": snapshot is not None and _enum_name(snapshot, "State", snapshot.state) == "DRAINING",
+        "death_reason": _enum_name(death, "Reason", death.reason) if death is not None and death.reason else "",
+        "death_reason_message": str(getattr(death, "reason_message", "") or "") if death is not None else "",
     }
 
 

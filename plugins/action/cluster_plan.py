@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    HEALTH_VARS,
     PORT_VARS,
     PlanError,
     cluster_members,
@@ -16,7 +17,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
 HOST_VARS = ("ray_node_role", "ray_node_ip", "ray_version", "ray_auth_mode", "ray_cluster_name", "ray_runtime",
              "ray_num_cpus", "ray_num_gpus", "ray_object_store_memory", "ray_temp_dir", "ray_node_instances",
-             "ray_node_instance_slots", "ray_node_instance_port_step", *PORT_VARS.values())
+             "ray_node_instance_slots", "ray_node_instance_port_step", *PORT_VARS.values(), *HEALTH_VARS)
 
 
 class ActionModule(ActionBase):
@@ -30,7 +31,9 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
-        args = {name: self._task.args.get(name) for name in HOST_VARS}
+        args = {name: self._task.args.get(name) for name in HOST_VARS if name not in HEALTH_VARS}
+        # the health timer's variables are checked when the task gives them (the ray role does)
+        args.update((name, self._task.args[name]) for name in HEALTH_VARS if name in self._task.args)
         groups = task_vars.get("groups", {})
         hostvars = task_vars.get("hostvars", {})
         try:

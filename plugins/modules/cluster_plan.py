@@ -118,6 +118,26 @@ options:
     description: The last port of the host's worker port range.
     type: raw
     required: true
+  ray_health_enabled:
+    description:
+      - Whether the host runs the health timer (C(rayfleet-health.timer)); true or false.
+      - The health variables are checked only when the task gives them (the ray role gives all six).
+    type: raw
+  ray_health_interval_s:
+    description: Seconds between the health checks, a whole number of at least 10.
+    type: raw
+  ray_health_dir:
+    description: The directory of the site's health scripts (absolute).
+    type: raw
+  ray_health_script_timeout_s:
+    description: Seconds each health script may run, a whole number of at least 1.
+    type: raw
+  ray_health_drain:
+    description: Whether a failing node is drained in Ray; true or false.
+    type: raw
+  ray_health_textfile_dir:
+    description: Node exporter's textfile collector directory (absolute).
+    type: raw
 attributes:
   action:
     support: full

@@ -150,6 +150,53 @@ def _instance_problems(v, is_gpu_host, role):
     return out
 
 
+# The health timer's shortest interval: a run reads NVML, the kernel log, the shared storage and the cluster's GCS
+HEALTH_MIN_INTERVAL_S = 10
+HEALTH_VARS = ("ray_health_enabled", "ray_health_interval_s", "ray_health_dir", "ray_health_script_timeout_s",
+               "ray_health_drain", "ray_health_textfile_dir")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def _boolean(value):
+    """value as a bool when it is one (or the words Ansible takes for one), else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    return None
+
+
+def _abs_path(value):
+    return isinstance(value, str) and value.startswith("/") and value != "/" and not any(c.isspace() for c in value)
+
+
+def _health_problems(host, v):
+    """The problems of the health timer's variables (only those given: a caller without them checks nothing)."""
+    if not any(var in v for var in HEALTH_VARS):
+        return []
+    out = []
+    enabled = _boolean(v.get("ray_health_enabled"))
+    for var in ("ray_health_enabled", "ray_health_drain"):
+        if _boolean(v.get(var)) is None:
+            out.append("ray on %s: %s is %s; expected true or false." % (host, var, _json(v.get(var))))
+    if enabled is False:
+        return out
+    if _whole(v.get("ray_health_interval_s"), HEALTH_MIN_INTERVAL_S) is None:
+        out.append("ray on %s: ray_health_interval_s is %s; expected whole seconds, at least %d (the health checks "
+                   "read NVML, the kernel log, the shared storage and Ray each time)."
+                   % (host, _json(v.get("ray_health_interval_s")), HEALTH_MIN_INTERVAL_S))
+    if _whole(v.get("ray_health_script_timeout_s"), 1) is None:
+        out.append("ray on %s: ray_health_script_timeout_s is %s; expected whole seconds, at least 1."
+                   % (host, _json(v.get("ray_health_script_timeout_s"))))
+    for var, what in (("ray_health_dir", "the directory of the site's health scripts"),
+                      ("ray_health_textfile_dir", "node exporter's textfile collector directory")):
+        if not _abs_path(v.get(var)):
+            out.append("ray on %s: %s is %s; expected %s, an absolute path without spaces (not /)."
+                       % (host, var, _json(v.get(var)), what))
+    return out
+
+
 INSTANCES_EXPECTED = (
     "Expected a list of {name, gpus[, slot]} (name: lowercase letters and digits, at most 15, not head or worker, "
     "each once; gpus: this host's GPU indices or UUIDs, on hosts of group gpu only, no GPU in two instances; slot: 0 "
@@ -196,6 +243,7 @@ def host_plan(host, v, groups=()):
     if instance_problems:
         problems.append("ray on %s: ray_node_instances %s - %s. %s" % (
             host, _json(v.get("ray_node_instances")), "; ".join(instance_problems), INSTANCES_EXPECTED))
+    problems += _health_problems(host, v)
     base = {}
     for name, var in PORT_VARS.items():
         port = _whole(v.get(var))

@@ -140,6 +140,44 @@ def test_gcs_node_table_reads_like_the_state_api():
     assert dead.state == "DEAD" and list(state.alive_by_ip()) == ["10.0.0.1"]
 
 
+class FakeSnapshot:
+    """GcsNodeInfo.state_snapshot: what the raylet last reported (NodeSnapshot.State)."""
+
+    class State:
+        @staticmethod
+        def Name(value):
+            return {0: "UNDEFINED", 1: "IDLE", 2: "ACTIVE", 3: "DRAINING"}[value]
+
+    def __init__(self, state):
+        self.state = state
+
+
+class FakeDeathInfo:
+    """GcsNodeInfo.death_info (NodeDeathInfo.Reason): why a dead node died."""
+
+    class Reason:
+        @staticmethod
+        def Name(value):
+            return {0: "UNSPECIFIED", 3: "AUTOSCALER_DRAIN_PREEMPTED"}[value]
+
+    def __init__(self, reason=0, message=""):
+        self.reason, self.reason_message = reason, message
+
+
+def test_gcs_node_says_draining_and_why_a_node_died():
+    from rayfleet.cluster import gcs_node
+
+    draining = FakeGcsNodeInfo("10.0.0.2")
+    draining.state_snapshot, draining.death_info = FakeSnapshot(3), FakeDeathInfo()
+    dead = FakeGcsNodeInfo("10.0.0.3", state=1)
+    dead.state_snapshot, dead.death_info = FakeSnapshot(1), FakeDeathInfo(3, "rayfleet health: gpu: ECC")
+    assert (gcs_node(draining)["draining"], gcs_node(draining)["death_reason"]) == (True, "")
+    assert gcs_node(dead)["draining"] is False
+    assert (gcs_node(dead)["death_reason"], gcs_node(dead)["death_reason_message"]) == (
+        "AUTOSCALER_DRAIN_PREEMPTED", "rayfleet health: gpu: ECC")
+    assert gcs_node(FakeGcsNodeInfo("10.0.0.4"))["draining"] is False, "a Ray without these fields"
+
+
 def test_address_picks_the_api(monkeypatch):
     from rayfleet import cluster
 

@@ -76,6 +76,9 @@ def test_clean_tree_passes(tmp_path, capsys):
      "rayfleet-firewall-alice.service is enabled"),
     ("etc/systemd/system/multi-user.target.wants/rayfleet-preemption.service", "no_cluster_units_enabled",
      "rayfleet-preemption.service is enabled"),
+    ("etc/systemd/system/timers.target.wants/rayfleet-health-alice.timer", "no_cluster_units_enabled",
+     "rayfleet-health-alice.timer is enabled"),
+    ("etc/rayfleet/health.json", "no_secrets", "/etc/rayfleet/health.json"),
 ])
 def test_each_leftover_is_named(tmp_path, dirt, name, expect):
     root = clean_tree(tmp_path)

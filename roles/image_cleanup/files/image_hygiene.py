@@ -26,6 +26,7 @@ SECRET_GLOBS = [
     "etc/rayfleet/checkpoint.env",  # the checkpoint store's S3 credentials
     "etc/rayfleet/firewall.d/*",  # a cluster's hosts, admitted by the shared firewall table
     "etc/rayfleet/monitoring*.json",  # a cluster's scrape targets
+    "etc/rayfleet/health*.json",  # one node's health record (its node ids, what it drained)
     "etc/nftables.rayfleet*.nft",  # a cluster's firewall rules (its hosts' addresses)
     "etc/grafana/rayfleet-admin.env",  # Grafana's admin password
     "var/lib/grafana/grafana.db",  # Grafana's users and sessions
@@ -33,9 +34,11 @@ SECRET_GLOBS = [
     "root/.docker/config.json",
 ]
 # The units of one cluster's node, of any cluster: Ray (ray[-<name>]-head/worker.service), its firewall
-# (rayfleet-firewall[-<name>|-ephemeral].service) and its spot-notice watcher (rayfleet-preemption[-<name>].service)
-NODE_UNIT = re.compile(r"^(ray(-[a-z0-9][a-z0-9-]*)?-(head|worker)"
-                       r"|rayfleet-(firewall|preemption)(-[a-z0-9][a-z0-9-]*)?)\.service$")
+# (rayfleet-firewall[-<name>|-ephemeral].service), its spot-notice watcher (rayfleet-preemption[-<name>].service) and
+# its health checks (rayfleet-health[-<name>].timer)
+NODE_UNIT = re.compile(r"^((ray(-[a-z0-9][a-z0-9-]*)?-(head|worker)"
+                       r"|rayfleet-(firewall|preemption)(-[a-z0-9][a-z0-9-]*)?)\.service"
+                       r"|rayfleet-health(-[a-z0-9][a-z0-9-]*)?\.timer)$")
 # System users' homes that hold keys too (the Ray user's /var/lib/rayfleet: the cluster's SSH key)
 SYSTEM_HOMES = re.compile(r"^/(var/lib|opt|srv)/[^/]+")
 SSH_PRIVATE = ["id_rsa", "id_ecdsa", "id_ed25519", "id_dsa", "id_ecdsa_sk", "id_ed25519_sk"]

@@ -117,6 +117,29 @@ def test_ports_that_clash_fail_naming_the_host(extra):
     assert text.startswith("Ray ports on node7: ") and "all different" in text
 
 
+@pytest.mark.parametrize(("var", "value", "words"), [
+    ("ray_health_interval_s", 5, "ray_health_interval_s is 5; expected whole seconds, at least 10"),
+    ("ray_health_interval_s", "5m", 'ray_health_interval_s is "5m"; expected whole seconds, at least 10'),
+    ("ray_health_script_timeout_s", 0, "ray_health_script_timeout_s is 0; expected whole seconds, at least 1"),
+    ("ray_health_dir", "health.d", 'ray_health_dir is "health.d"; expected the directory of the site\'s health '
+     "scripts, an absolute path"),
+    ("ray_health_dir", "/", 'ray_health_dir is "/"; expected the directory'),
+    ("ray_health_textfile_dir", "/var/lib/node exporter", 'ray_health_textfile_dir is "/var/lib/node exporter"; '
+     "expected node exporter's textfile collector directory, an absolute path without spaces"),
+    ("ray_health_drain", "maybe", 'ray_health_drain is "maybe"; expected true or false'),
+    ("ray_health_enabled", None, "ray_health_enabled is null; expected true or false"),
+])
+def test_the_health_settings_fail_in_the_plan_naming_the_variable_and_host(var, value, words):
+    assert f"ray on node7: {words}" in problems({var: value})
+
+
+def test_the_health_settings_pass_as_the_defaults_are_and_are_not_checked_when_off():
+    assert host_plan("node7", worker(ray_health_enabled="yes", ray_health_drain=False))["role"] == "worker"
+    off = worker(ray_health_enabled=False, ray_health_interval_s=1, ray_health_dir="x")
+    assert host_plan("node7", off)["role"] == "worker"
+    assert host_plan("node7", {k: v for k, v in worker().items() if not k.startswith("ray_health_")})
+
+
 def test_a_hosts_one_node():
     plan = host_plan("node7", worker(ray_cluster_name="teamb", ray_temp_dir="/tmp/ray-teamb"))
     (one,) = plan["instances"]

@@ -10,6 +10,7 @@ import time
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.modules import storage_check
 from conftest import run_module as run
+from rayfleet import storage
 
 MOUNTINFO = (
     "22 1 0:21 / / rw,relatime shared:1 - overlay overlay rw,lowerdir=/a\n"
@@ -137,3 +138,38 @@ def test_bad_arguments_fail_naming_them():
     assert out.failed and out.result["msg"] == "mounts: path must be absolute, got mnt/x"
     out = run(storage_check, {"mounts": [{"path": "/mnt/x", "server": "h"}], "user": "no-such-user-here"})
     assert out.failed and out.result["msg"] == "user no-such-user-here does not exist on this host"
+
+
+# The health check probes the same way on the node (rayfleet.storage, in the Ray venv): the same verdicts.
+def test_the_node_library_parses_mountinfo_alike():
+    assert storage.parse_mountinfo(MOUNTINFO) == storage_check.parse_mountinfo(MOUNTINFO)
+
+
+def _both(tmp_path, monkeypatch, mount, port, mountinfo, kernel_client=True):
+    """(ok, reason) from this library and from the storage_check module, for the same mount."""
+    monkeypatch.setattr(storage_check, "read_mountinfo", lambda: mountinfo)
+    module = run(storage_check, {"mounts": [mount], "port": port, "kernel_client": kernel_client}).result["mounts"][0]
+    config = storage.StorageConfig((storage.Mount(**mount),), kernel_client=kernel_client, port=port)
+    mine = storage.check(config, mountinfo)[0]
+    return (mine.ok, mine.reason), (module["state"] == "ok", module["reason"])
+
+
+@pytest.mark.parametrize("case", ["mounted", "unreachable", "not-mounted", "no-kernel-client", "other-fs"])
+def test_the_verdicts_are_the_storage_check_modules(case, tmp_path, monkeypatch, server, closed_port):
+    share = tmp_path / "share"
+    share.mkdir()
+    _fake_nfs_ls(tmp_path, monkeypatch, 0)
+    mount = {"path": str(share), "server": "127.0.0.1", "export": "/srv/x"}
+    port, mountinfo, kernel_client = server, {}, True
+    if case == "mounted":
+        mountinfo = {str(share): ("nfs4", "127.0.0.1:/srv/x")}
+    elif case == "unreachable":
+        port = closed_port
+    elif case == "no-kernel-client":
+        kernel_client = False
+    elif case == "other-fs":
+        mountinfo = {str(share): ("ext4", "/dev/vdb")}
+    mine, module = _both(tmp_path, monkeypatch, mount, port, mountinfo, kernel_client)
+    assert mine == module
+    assert mine[0] is (case in ("mounted", "no-kernel-client"))
+    assert list(share.iterdir()) == [], "the write probe cleans up"
