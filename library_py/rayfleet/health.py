@@ -634,9 +634,11 @@ def main(argv: list[str] | None = None) -> int:
     state = run(nodes, options, Environment(), previous, accept_xids=args.accept_xids, log=log)
     try:
         write_atomic(state_path, json.dumps(state, indent=2, sort_keys=True) + "\n")
-        if args.textfile_dir:
+        if args.textfile_dir and Path(args.textfile_dir).is_dir():
             name = f"rayfleet-health{'-' + args.cluster if args.cluster else ''}.prom"
             write_atomic(Path(args.textfile_dir) / name, textfile(state))
+        elif args.textfile_dir:
+            log(f"no metrics written: {args.textfile_dir} (node exporter's textfile collector) does not exist")
     except OSError as exc:
         log(f"cannot write the results: {exc}")
         return 2

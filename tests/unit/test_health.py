@@ -344,6 +344,10 @@ def test_main_writes_the_state_file_and_the_textfile_atomically(tmp_path, cluste
     state_file, prom = tmp_path / "health.json", tmp_path / "prom"
     argv = ["--node", str(config), "ray-worker.service", "--dir", str(tmp_path / "health.d"), "--state",
             str(state_file), "--textfile-dir", str(prom), "--script-timeout", "5"]
+    # without node exporter's textfile directory the checks still run and say so; no metric is written
+    assert health.main(argv) == 1 and not prom.exists()
+    assert f"no metrics written: {prom} (node exporter's textfile collector) does not exist" in capsys.readouterr().out
+    prom.mkdir()
     assert health.main(argv) == 1
     state = json.loads(state_file.read_text())
     assert stat.S_IMODE(state_file.stat().st_mode) == 0o644
