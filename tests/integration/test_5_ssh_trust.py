@@ -19,6 +19,15 @@ def ssh_as_ray_user(host, target: str, command: str = "hostname"):
                     f"{USER}@{target} {command}")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def converged_afterwards():
+    """The key rotation and the failed run below leave the SSH trust stage to converge again: a plain site.yml
+    does, so later modules find the sandbox as this one found it."""
+    yield
+    proc = run_site()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
 def test_controller_key_is_private():
     assert KEY.is_file(), f"no cluster key at {KEY}"
     assert oct(KEY.stat().st_mode & 0o777) == "0o600"

@@ -22,6 +22,7 @@ from conftest import (
     inventory_ips,
     node_ip,
     ray_nodes,
+    run_site,
     stranger,
 )
 from test_8_firewall import NODE_EXPORTER_PORT as NODE_EXPORTER
@@ -82,6 +83,10 @@ def remove_teamb(request) -> None:
     proc = subprocess.run(["ansible-playbook", "playbooks/monitoring.yml", "-i", "inventories/sandbox"], cwd=ROOT,
                           env=ansible_env(), capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
+    # and what teamb's stages rewrote that the first cluster shares (the ephemeral ports' firewall unit) as the first
+    # cluster's site.yml has it
+    site = run_site()
+    assert site.returncode == 0, site.stdout[-3000:]
 
 
 @pytest.fixture(scope="module")
