@@ -26,6 +26,7 @@ from conftest import (
     head_host,
     node_ip,
     ray_nodes,
+    run_site,
     stop_lets_running_task_finish,
 )
 from testinfra import get_host
@@ -123,6 +124,9 @@ def boxed(request):
     yield state
     if not state["back"]:  # leave the sandbox as the later tests expect it, also when a test failed
         play(containers=False)
+    # ray.yml runs the ray stage alone: a plain site.yml converges the stages that read its record (ml) too
+    site = run_site()
+    assert site.returncode == 0, site.stdout[-3000:]
 
 
 def test_worker2_runs_its_node_in_a_container_of_the_image(boxed):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SANDBOX, head_host, node_ip, stop_lets_running_task_finish
+from conftest import SANDBOX, head_host, node_ip, run_site, stop_lets_running_task_finish
 from test_k_containers import (
     IMAGE,
     RECORD,
@@ -46,6 +46,9 @@ def docked(request):
     yield state
     if not state["back"]:
         play(containers=False)
+    # ray.yml runs the ray stage alone: a plain site.yml converges the stages that read its record (ml) too
+    site = run_site()
+    assert site.returncode == 0, site.stdout[-3000:]
 
 
 def test_worker2_runs_its_node_in_a_docker_container(docked):
