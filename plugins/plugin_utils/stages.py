@@ -65,7 +65,7 @@ STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
 VALIDATE = "validate"
 
 # Variables that say how to run, not what to converge to: never part of a stage's inputs
-RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable", "ssh_trust_rotate"})
+RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable"})
 # Facts a stage's result depends on: a new kernel, distribution or address makes every stage run again
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
 # Parts of the default addresses' facts no stage reads, which may change when a host boots (a container's or a VM's

@@ -411,14 +411,12 @@ def test_a_new_address_is_an_input_a_new_mac_address_is_not():
 
 
 def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
-    prefixes = stages.variable_prefixes(["ray", "common", "ssh_trust"])
+    prefixes = stages.variable_prefixes(["ray", "common"])
     got = stages.input_vars(
         {
             "ray_version": "2.60.0",
             "common_packages": [],
             "rayfleet_full": True,
-            # a key rotation is something a run does, not a state: the run after it is no different
-            "ssh_trust_rotate": True,
             "ansible_host": "x",
             "ray_node_result": {},
         },
