@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 LOGS = Path(__file__).resolve().parents[1] / "artifacts" / "stages"
+# Written by the verify tests (tests/integration/conftest.py): what failed, shown again at the end of a failed run.
+FAILURES = LOGS.parent / "verify-failures.txt"
 
 
 def run_lane(targets: list[str], results: list, log: Path | None) -> None:
@@ -70,6 +72,7 @@ def run_stage(stage: str) -> tuple[list, float]:
 
 
 def main(stages: list[str]) -> int:
+    FAILURES.unlink(missing_ok=True)
     results, wall = [], 0.0
     for stage in stages:
         stage_results, took = run_stage(stage)
@@ -82,7 +85,11 @@ def main(stages: list[str]) -> int:
         print(f"{target:<10} {took:8.1f} s  {status}")
     print(f"{'total':<10} {wall:8.1f} s  (wall; stages joined by '+' ran at the same time)"
           if any("+" in s for s in stages) else f"{'total':<10} {wall:8.1f} s")
-    return 0 if results and all(result[2] == "ok" for result in results) else 1
+    passed = bool(results) and all(result[2] == "ok" for result in results)
+    if not passed and FAILURES.exists():
+        print(f"\n===== what failed ({FAILURES.relative_to(LOGS.parents[1])}) =====")
+        print(FAILURES.read_text(), end="", flush=True)
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

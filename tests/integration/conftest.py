@@ -81,11 +81,24 @@ def leaves_the_sandbox_converged(request):
 
 # Each module's wall time (setup, tests, teardown) in the terminal summary and artifacts/verify-modules.json.
 _MODULE_SECONDS: dict[str, float] = {}
+# Each failed test or fixture, with the end of its report, in artifacts/verify-failures.txt: tools/stages.py prints
+# it after the stage durations, where a CI log's tail shows it.
+FAILURES = ROOT / "artifacts" / "verify-failures.txt"
+
+
+def pytest_sessionstart(session) -> None:
+    del session
+    FAILURES.unlink(missing_ok=True)
 
 
 def pytest_runtest_logreport(report) -> None:
     module = report.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
     _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+    if report.failed:
+        lines = report.longreprtext.splitlines()[-25:]
+        FAILURES.parent.mkdir(exist_ok=True)
+        with FAILURES.open("a") as out:
+            out.write(f"----- {report.nodeid} ({report.when}) -----\n" + "\n".join(lines) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
