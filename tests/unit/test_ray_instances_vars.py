@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOWN = ("{{ {'instances': __ray_instances, 'units': __ray_units, 'configs': __ray_config_paths, 'first': {"
          "'unit': __ray_unit, 'config': __ray_config_path, 'temp': __ray_temp_dir, 'container': __ray_container_name,"
          " 'node_name': __ray_node_name, 'cpus': __ray_node_cpus,"
-         " 'object_store': __ray_node_object_store}, 'firewall_ports': __firewall_instance_ports} | to_json }}")
+         " 'object_store': __ray_node_object_store},"
+         " 'firewall_ports': __ray_plan_result.host.extra_ports} | to_json }}")
 
 
 CASES = {
@@ -57,8 +58,7 @@ def computed(tmp_path_factory) -> dict[str, dict]:
     play = [{
         "hosts": "localhost", "gather_facts": False,
         "vars": {**yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text()),
-                 **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()),
-                 **yaml.safe_load((ROOT / "roles/firewall/vars/main.yml").read_text()), **BASE},
+                 **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()), **BASE},
         "tasks": [{"ansible.builtin.copy": {"dest": str(tmp / f"{case}.json"), "mode": "0600", "content": SHOWN},
                    "vars": {**extra, "__ray_plan_result": {"host": planned(extra)}}}
                   for case, extra in CASES.items()],

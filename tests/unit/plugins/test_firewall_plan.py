@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The firewall plan (plugins/plugin_utils/firewall_plan.py): each host's tables, address sets and port lists, and
+every bad firewall setting named with the host before anything changes."""
+
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.action.firewall_plan import member_addresses
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
+from conftest import ROOT
+
+DEFAULTS = yaml.safe_load((ROOT / "roles/firewall/defaults/main.yml").read_text())
+# the role's defaults as the play renders them (the ray role's pinned ports)
+SETTINGS = {**DEFAULTS, "ray_cluster_name": "",
+            "firewall_ray_ports": [6379, 8265, 10001, 8076, 8077, 8078, 8079, 8080, 52365, 44217, 44227],
+            "firewall_host_ports": ["9100", "9400"], "firewall_ray_port_range": "10002-11999"}
+MEMBERS = ["10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2", "fe80::1"]
+EPHEMERAL = "32768\t60999\n"
+
+
+def plan(members=MEMBERS, ephemeral=EPHEMERAL, **settings):
+    return firewall_plan("worker1", {**SETTINGS, **settings}, members, ephemeral_text=ephemeral)
+
+
+def problems(**kwargs) -> str:
+    with pytest.raises(PlanError) as err:
+        plan(**kwargs)
+    return " ".join(err.value.problems)
+
+
+def test_defaults_open_the_ray_ports_and_the_worker_range_to_the_cluster():
+    got = plan()
+    assert got["table"] == "rayfleet" and got["unit_name"] == "rayfleet-firewall.service"
+    assert got["rules_path"] == "/etc/nftables.rayfleet.nft"
+    assert got["members_path"] == "/etc/rayfleet/firewall.d/rayfleet.nft"
+    assert got["tcp_ports"] == "6379, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365, 10002-11999"
+    # every member address; IPv6 link-local addresses are on every interface and route nowhere
+    assert got["cluster_v4"] == ["10.89.0.2", "10.89.0.3", "10.89.0.4"] and got["cluster_v6"] == ["fd00::2"]
+    # SSH is not restricted unless sources are given
+    assert got["ssh_v4"] == [] and got["ssh_v6"] == []
+    assert got["ephemeral_range"] == "32768-60999" and got["host_tcp_ports"] == "9100, 9400, 32768-60999"
+    assert got["nfs_port"] == 0 and got["nfs_extra_clients"] == []
+
+
+def test_a_named_cluster_gets_its_own_table_unit_and_files():
+    got = plan(ray_cluster_name="team-b")
+    assert got["table"] == "rayfleet_team_b" and got["unit_name"] == "rayfleet-firewall-team-b.service"
+    assert got["rules_path"] == "/etc/nftables.rayfleet-team-b.nft"
+    assert got["members_path"] == "/etc/rayfleet/firewall.d/rayfleet_team_b.nft"
+    # the shared table is the host's, whatever the cluster
+    assert got["ephemeral_table"] == plan()["ephemeral_table"] == "rayfleet_ephemeral"
+
+
+def test_sources_are_normalised_and_those_inside_another_left_out():
+    """An nftables interval set refuses overlapping elements: a member inside an allowed CIDR is left to the CIDR."""
+    got = plan(firewall_ray_allowed_sources=["10.89.0.0/24", "192.0.2.7/24", "2001:db8::1"])
+    assert got["cluster_v4"] == ["10.89.0.0/24", "192.0.2.0/24"]
+    assert got["cluster_v6"] == ["2001:db8::1", "fd00::2"]
+
+
+def test_ssh_restricted_to_sources_keeps_the_cluster_and_ipv6():
+    got = plan(firewall_ssh_allowed_sources=["203.0.113.9", "2001:db8:1::/48"])
+    assert got["ssh_v4"] == ["10.89.0.2", "10.89.0.3", "10.89.0.4", "203.0.113.9"]
+    assert got["ssh_v6"] == ["2001:db8:1::/48", "fd00::2"]
+
+
+def test_instance_ports_and_nfs_are_opened():
+    got = firewall_plan("nfs1", SETTINGS, MEMBERS, ray_ports_extra=[8176, 8177], nfs_port="2049",
+                        nfs_extra_clients=["192.0.2.0/24", "2001:db8::5"], ephemeral_text=EPHEMERAL)
+    assert got["tcp_ports"].startswith("2049, 6379, 8076, 8077, 8078, 8079, 8080, 8176, 8177, 8265")
+    assert got["nfs_port"] == 2049
+    assert got["nfs_extra_clients"] == [{"family": "ip", "source": "192.0.2.0/24"},
+                                        {"family": "ip6", "source": "2001:db8::5"}]
+
+
+def test_host_ports_inside_the_ephemeral_range_are_left_to_the_range():
+    got = plan(firewall_host_ports=[9100, 40000])
+    assert got["host_tcp_ports"] == "9100, 32768-60999"
+    unrestricted = plan(ephemeral=None, firewall_restrict_ephemeral_ports=False, firewall_host_ports=[9100, 40000])
+    assert unrestricted["host_tcp_ports"] == "9100, 40000" and unrestricted["ephemeral_range"] == ""
+    assert plan(ephemeral=None, firewall_restrict_ephemeral_ports=False, firewall_host_ports=[])["host_tcp_ports"] == ""
+
+
+@pytest.mark.parametrize(("settings", "wanted"), [
+    ({"firewall_ray_allowed_sources": ["cafe"]}, 'firewall_ray_allowed_sources has ["cafe"]'),
+    ({"firewall_ray_allowed_sources": ["10.0.0.0/33"]}, 'firewall_ray_allowed_sources has ["10.0.0.0/33"]'),
+    ({"firewall_ssh_allowed_sources": "10.0.0.1"}, 'firewall_ssh_allowed_sources is "10.0.0.1": expected a list'),
+    ({"firewall_ray_ports": [6379, 70000, "x"]}, 'firewall_ray_ports has [70000, "x"]: expected TCP ports'),
+    ({"firewall_host_ports": [0]}, "firewall_host_ports has [0]"),
+    ({"firewall_ray_port_range": "11999-10002"}, 'firewall_ray_port_range is "11999-10002": expected low-high'),
+    ({"firewall_ray_port_range": "10002"}, 'firewall_ray_port_range is "10002"'),
+    ({"firewall_restrict_ephemeral_ports": "maybe"}, 'firewall_restrict_ephemeral_ports is "maybe"'),
+])
+def test_bad_settings_name_the_variable_and_the_host(settings, wanted):
+    found = problems(**settings)
+    assert found.startswith("firewall on worker1: ") and wanted in found
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems(firewall_ray_allowed_sources=["cafe"], firewall_ray_port_range="x")
+    assert "firewall_ray_allowed_sources" in found and "firewall_ray_port_range" in found
+
+
+def test_restricted_ephemeral_ports_need_the_hosts_range():
+    assert "ip_local_port_range was not read" in problems(ephemeral=None)
+    with pytest.raises(ValueError, match="ip_local_port_range reads"):
+        plan(ephemeral="garbage")
+
+
+def test_members_are_every_address_from_facts_else_the_cluster_ip():
+    """A host whose facts this run has not (a limited run without a fact cache) is admitted by its cluster IP."""
+    hostvars = {"head": {"ansible_facts": {"all_ipv4_addresses": ["10.89.0.2", "172.17.0.1"],
+                                           "all_ipv6_addresses": ["fe80::1"]}},
+                "worker1": {"ray_node_ip": "10.89.0.3"},
+                "worker2": {"ansible_facts": {"default_ipv4": {"address": "10.89.0.4"}}}}
+    assert member_addresses(["head", "worker1", "worker2"], hostvars) == [
+        "10.89.0.2", "172.17.0.1", "fe80::1", "10.89.0.3", "10.89.0.4"]
