@@ -2,13 +2,15 @@
 """The firewall plan (plugins/plugin_utils/firewall_plan.py): each host's tables, address sets and port lists, and
 every bad firewall setting named with the host before anything changes."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.action.firewall_plan import member_addresses
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
-from conftest import ROOT
 
+ROOT = Path(__file__).resolve().parents[3]
 DEFAULTS = yaml.safe_load((ROOT / "roles/firewall/defaults/main.yml").read_text())
 # the role's defaults as the play renders them (the ray role's pinned ports)
 SETTINGS = {**DEFAULTS, "ray_cluster_name": "",
