@@ -16,7 +16,7 @@ DEFAULTS = yaml.safe_load((ROOT / "roles/firewall/defaults/main.yml").read_text(
 SETTINGS = {**DEFAULTS, "ray_cluster_name": "",
             "firewall_ray_ports": [6379, 8265, 10001, 8076, 8077, 8078, 8079, 8080, 52365, 44217, 44227],
             "firewall_host_ports": ["9100", "9400"], "firewall_ray_port_range": "10002-11999"}
-MEMBERS = ["10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2", "fe80::1"]
+MEMBERS = ("10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2", "fe80::1")
 EPHEMERAL = "32768\t60999\n"
 
 
