@@ -44,7 +44,8 @@ class ActionModule(ActionBase):
 
         def hostvars_of(name):
             if name == host:  # this host's own values as the role sees them (with the role's defaults)
-                return {"ray_node_ip": mine["node_ip"], "ray_node_instances": args["ray_node_instances"]}
+                return {"ray_node_ip": mine["node_ip"], "ray_node_instances": args["ray_node_instances"],
+                        "ansible_facts": task_vars.get("ansible_facts") or {}}
             hv = hostvars.get(name, {})
             return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
 

@@ -9,7 +9,7 @@ import contextlib
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, member_ip
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
@@ -18,24 +18,12 @@ FIREWALL_VARS = ("ray_cluster_name", "firewall_ray_allowed_sources", "firewall_s
                  "firewall_restrict_ephemeral_ports")
 
 
-def member_addresses(members, hostvars):
-    """Every address of every cluster host, from its facts; a host without facts (not reached this run, no fact
-    cache) by its cluster IP."""
-    out = []
-    for name in members:
-        hv = hostvars.get(name, {})
-        facts = hv.get("ansible_facts") or {}
-        found = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
-        out.extend(found or [member_ip(name, hv)])
-    return out
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset((*FIREWALL_VARS, "extra_ports", "nfs_server_enabled", "nfs_server_port",
-                             "nfs_server_extra_clients", "ip_local_port_range"))
+    _VALID_ARGS = frozenset((*FIREWALL_VARS, "cluster_addresses", "extra_ports", "nfs_server_enabled",
+                             "nfs_server_port", "nfs_server_extra_clients", "ip_local_port_range"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -44,9 +32,6 @@ class ActionModule(ActionBase):
         host = task_vars["inventory_hostname"]
         args = self._task.args
         groups = task_vars.get("groups", {})
-        members = list(groups.get("ray_head", [])) + [w for w in groups.get("ray_worker", [])
-                                                      if w not in groups.get("ray_head", [])]
-        hostvars = task_vars.get("hostvars", {})
         # an NFS server of the cluster (group nfs_server, its role on) is closed to all but the cluster and its
         # extra clients
         serves_nfs = host in groups.get("nfs_server", []) and boolean(args.get("nfs_server_enabled", True))
@@ -55,7 +40,7 @@ class ActionModule(ActionBase):
             settings["firewall_restrict_ephemeral_ports"] = boolean(settings["firewall_restrict_ephemeral_ports"])
         try:
             plan = firewall_plan(
-                host, settings, member_addresses(members, hostvars),
+                host, settings, args.get("cluster_addresses") or [],
                 ray_ports_extra=args.get("extra_ports") or (),
                 nfs_port=args.get("nfs_server_port", 2049) if serves_nfs else 0,
                 nfs_extra_clients=(args.get("nfs_server_extra_clients") or []) if serves_nfs else [],

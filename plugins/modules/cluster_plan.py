@@ -261,6 +261,17 @@ cluster:
       description: The head's cluster IP.
       type: str
       returned: success
+    addresses:
+      description: Inventory name -> every address the host may connect from (its IPv4 addresses, then its IPv6
+        ones but link-local, from its facts; its cluster IP alone when its facts are not known).
+      type: dict
+      returned: success
+    sources:
+      description: Every member's addresses in one list, IPv4 first, each once (the firewall's and SSH trust's
+        sources).
+      type: list
+      elements: str
+      returned: success
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

@@ -15,10 +15,8 @@ description:
     port range as C(low-high) - and computes what the firewall role writes - the cluster's table, unit and files
     (one per C(ray_cluster_name)), the cluster's IPv4 and IPv6 address sets, the TCP ports closed to all but them,
     the SSH sources, and the host's shared table of ephemeral and exporter ports.
-  - The cluster's addresses are every address of every host of C(ray_head) and C(ray_worker), from their facts; a
-    host without facts in this run is admitted by its cluster IP (C(ray_node_ip), else its default IPv4 address).
-    IPv6 link-local addresses are left out; a source inside another one is left to the wider one (an nftables
-    interval set refuses overlapping elements).
+  - The cluster's addresses are given by the cluster plan (M(rayfleet.cluster.cluster_plan)'s C(cluster.sources)).
+    A source inside another one is left to the wider one (an nftables interval set refuses overlapping elements).
   - Every problem found fails the task at once, each naming the variable and the host and saying what was expected,
     before anything changes on any host.
   - The firewall role runs it in its validate step and registers the result; its templates print it.
@@ -54,6 +52,11 @@ options:
     description: Whether new connections to the host's ephemeral ports are limited to the clusters' hosts.
     type: raw
     default: true
+  cluster_addresses:
+    description: Every address of every cluster host (the cluster plan's C(cluster.sources)).
+    type: list
+    elements: str
+    required: true
   ip_local_port_range:
     description: The text of the host's C(/proc/sys/net/ipv4/ip_local_port_range); required when
       O(firewall_restrict_ephemeral_ports) is true.
@@ -147,7 +150,7 @@ cluster_v4:
   type: list
   elements: str
 cluster_v6:
-  description: The cluster's IPv6 addresses (no link-local) and extra sources, sorted.
+  description: The cluster's IPv6 addresses and extra sources, sorted.
   returned: success
   type: list
   elements: str

@@ -335,6 +335,15 @@ def member_ip(host, hostvars):
     return check_ip(found) or found
 
 
+def member_addresses(ip, facts):
+    """Every address a cluster host may connect from: its IPv4 addresses, then its IPv6 ones but link-local (on
+    every interface, routed nowhere), from its facts; ip (its cluster IP) alone when its facts are not known."""
+    facts = facts or {}
+    v4 = [str(a) for a in facts.get("all_ipv4_addresses") or []]
+    v6 = [str(a) for a in facts.get("all_ipv6_addresses") or [] if not str(a).lower().startswith("fe80:")]
+    return (v4 + v6) or ([ip] if ip else [])
+
+
 def cluster_members(head, workers, hostvars_of, left_out=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
@@ -342,15 +351,19 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
     members = list(head) + [w for w in workers if w not in head]
-    ips, expected, awaited = {}, {}, {}
+    ips, expected, awaited, addresses = {}, {}, {}, {}
     for host in members:
         hv = hostvars_of(host)
         ips[host] = member_ip(host, hv)
+        addresses[host] = member_addresses(ips[host], hv.get("ansible_facts"))
         names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
         nodes = expected_of(host, ips[host], names)
         expected.update(nodes)
         if host not in left_out:
             awaited.update(nodes)
-    return {"members": members, "ips": ips, "expected_nodes": expected,
+    found = [a for host in members for a in addresses[host]]
+    # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
+    sources = list(dict.fromkeys([a for a in found if ":" not in a] + [a for a in found if ":" in a]))
+    return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

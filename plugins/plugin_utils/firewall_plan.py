@@ -113,7 +113,8 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
     """This host's firewall: names, address sets and port lists for the templates.
 
     args: the firewall role's variables (firewall_*, ray_cluster_name).
-    member_addresses: every address of every cluster host (a node may reach another from any interface).
+    member_addresses: every address of every cluster host (a node may reach another from any interface): the
+    cluster plan's sources.
     ray_ports_extra: the node ports of the host's node instances beyond slot 0 (the cluster plan's).
     nfs_port: the NFS port when the host serves NFS to the cluster (0: it does not); nfs_extra_clients, the
     addresses or CIDRs outside the cluster it serves too.
@@ -135,8 +136,6 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
     members = []
     for address in member_addresses:
         found = check_ip(address)
-        if found is not None and ipaddress.ip_address(found).version == 6 and ipaddress.ip_address(found).is_link_local:
-            continue  # fe80::/10: every interface has one, no route between hosts
         if found is None:
             problems.append("%s a cluster host's address %s is not an IP address." % (prefix, _json(address)))
         else:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.rayfleet.cluster.plugins.action.firewall_plan import member_addresses
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, cluster_members
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -16,7 +15,7 @@ DEFAULTS = yaml.safe_load((ROOT / "roles/firewall/defaults/main.yml").read_text(
 SETTINGS = {**DEFAULTS, "ray_cluster_name": "",
             "firewall_ray_ports": [6379, 8265, 10001, 8076, 8077, 8078, 8079, 8080, 52365, 44217, 44227],
             "firewall_host_ports": ["9100", "9400"], "firewall_ray_port_range": "10002-11999"}
-MEMBERS = ("10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2", "fe80::1")
+MEMBERS = ("10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2")
 EPHEMERAL = "32768\t60999\n"
 
 
@@ -36,7 +35,7 @@ def test_defaults_open_the_ray_ports_and_the_worker_range_to_the_cluster():
     assert got["rules_path"] == "/etc/nftables.rayfleet.nft"
     assert got["members_path"] == "/etc/rayfleet/firewall.d/rayfleet.nft"
     assert got["tcp_ports"] == "6379, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365, 10002-11999"
-    # every member address; IPv6 link-local addresses are on every interface and route nowhere
+    # every member address
     assert got["cluster_v4"] == ["10.89.0.2", "10.89.0.3", "10.89.0.4"] and got["cluster_v6"] == ["fd00::2"]
     # SSH is not restricted unless sources are given
     assert got["ssh_v4"] == [] and got["ssh_v6"] == []
@@ -109,11 +108,16 @@ def test_restricted_ephemeral_ports_need_the_hosts_range():
         plan(ephemeral="garbage")
 
 
-def test_members_are_every_address_from_facts_else_the_cluster_ip():
-    """A host whose facts this run has not (a limited run without a fact cache) is admitted by its cluster IP."""
+def test_the_cluster_plans_sources_are_every_address_from_facts_else_the_cluster_ip():
+    """The cluster plan gives the firewall (and SSH trust) every member's addresses: IPv4 first, no IPv6 link-local
+    (on every interface, routed nowhere); a host whose facts this run has not (a limited run without a fact cache)
+    by its cluster IP."""
     hostvars = {"head": {"ansible_facts": {"all_ipv4_addresses": ["10.89.0.2", "172.17.0.1"],
-                                           "all_ipv6_addresses": ["fe80::1"]}},
+                                           "all_ipv6_addresses": ["fe80::1", "fd00::2"]}},
                 "worker1": {"ray_node_ip": "10.89.0.3"},
-                "worker2": {"ansible_facts": {"default_ipv4": {"address": "10.89.0.4"}}}}
-    assert member_addresses(["head", "worker1", "worker2"], hostvars) == [
-        "10.89.0.2", "172.17.0.1", "fe80::1", "10.89.0.3", "10.89.0.4"]
+                "worker2": {"ansible_facts": {"default_ipv4": {"address": "10.89.0.4"},
+                                              "all_ipv4_addresses": ["10.89.0.4", "10.89.0.2"]}}}
+    cluster = cluster_members(["head"], ["worker1", "worker2"], hostvars.get)
+    assert cluster["addresses"] == {"head": ["10.89.0.2", "172.17.0.1", "fd00::2"], "worker1": ["10.89.0.3"],
+                                    "worker2": ["10.89.0.4", "10.89.0.2"]}
+    assert cluster["sources"] == ["10.89.0.2", "172.17.0.1", "10.89.0.3", "10.89.0.4", "fd00::2"]
