@@ -55,11 +55,14 @@ def _settings_mtimes(host) -> str:
         (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=/etc/rayfleet/checkpoints"],
          ['checkpoint_store on {sandbox}-head: checkpoint_store_path is \\"/etc/rayfleet/checkpoints\\"',
           "not in /bin, /boot, /dev, /etc,"]),
+        (["-e", '{"firewall_ray_allowed_sources": ["10.0.0.0/33", "cafe"], "firewall_ray_port_range": "11999-10002"}'],
+         ['firewall on {sandbox}-worker2: firewall_ray_allowed_sources has [\\"10.0.0.0/33\\", \\"cafe\\"]',
+          'firewall_ray_port_range is \\"11999-10002\\": expected low-high']),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "node-instances", "node-instance-slots",
          "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "checkpoint-path-relative",
-         "checkpoint-path-system-dir"],
+         "checkpoint-path-system-dir", "firewall-sources-and-range"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)
