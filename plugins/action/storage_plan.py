@@ -1,0 +1,42 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""Action of rayfleet.cluster.storage_plan: the host's shared-storage mounts, checked and resolved on the controller."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import PlanError, storage_plan
+
+# The variables the plan reads (passed as the task's arguments, rendered in the host's context)
+PLAN_VARS = ("shared_storage_mounts", "shared_storage_efs_tls", "shared_storage_efs_region",
+             "shared_storage_nfs_options", "shared_storage_boot_options", "shared_storage_on_degraded",
+             "shared_storage_probe_timeout", "common_user", "common_group")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _VALID_ARGS = frozenset(PLAN_VARS)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        host = task_vars["inventory_hostname"]
+        args = {name: self._task.args[name] for name in PLAN_VARS if name in self._task.args}
+        args.setdefault("shared_storage_mounts", [])
+        hostvars = task_vars.get("hostvars", {})
+
+        def address_of(name):
+            """An NFS server host's address: its ansible_host, else its inventory name."""
+            return (hostvars.get(name) or {}).get("ansible_host") or name
+
+        try:
+            plan = storage_plan(host, args, task_vars.get("groups", {}).get("nfs_server", []), address_of)
+        except PlanError as exc:
+            result.update(failed=True, msg=" ".join(exc.problems), problems=exc.problems)
+            return result
+        result.update(changed=False, **plan)
+        return result

@@ -1,0 +1,277 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""The storage plan: a host's shared-storage mounts, checked and resolved from the shared_storage role's variables.
+
+Pure Python on the controller (the ``rayfleet.cluster.storage_plan`` action calls it); the shared_storage role reads
+the result instead of computing its mounts with Jinja. Every problem is collected, each naming the host, the variable
+(``shared_storage_mounts[<i>]`` and the field for a mount) and the bad value, and saying what was expected: the action
+fails before anything changes.
+
+Each mount resolves to: path, type, server (the address the client mounts: the given ``server``, the ``ansible_host``
+of ``server_host``, or EFS's DNS name ``<efs_id>.efs.<region>.amazonaws.com``), export, server_host, fstype (``efs``
+for EFS through amazon-efs-utils' TLS helper, else ``nfs4``), src (fstab's source: ``<efs_id>:/``, or
+``<server>:<export>`` with an IPv6 server in brackets), opts (the mount's options, else the provider's, plus the boot
+options), owner, group, mode and state.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, check_ip
+
+# The keys a mount may have (the role's defaults/main.yml and meta/argument_specs.yml document them)
+MOUNT_KEYS = ("path", "type", "server", "server_host", "export", "efs_id", "region", "tls", "options", "owner", "group",
+              "mode", "state")
+TYPES = ("nfs", "efs")
+STATES = ("mounted", "absent")
+ON_DEGRADED = ("warn", "fail")
+DEFAULT_MODE = "0775"
+DEFAULT_USER = "rayfleet"
+# An absolute mount point: no blanks, no trailing slash (and not / itself)
+MOUNT_PATH = re.compile(r"^/\S*[^/\s]$")
+EFS_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+# An AWS region (us-east-1, eu-central-2, us-gov-west-1, cn-northwest-1)
+AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
+# A DNS name: labels of letters, digits and inner hyphens (63 at most), the last one not all digits (a bad IPv4
+# address is not taken for a name); a trailing dot allowed
+HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+MODE = re.compile(r"^0?[0-7]{3,4}$")
+# Mount options as fstab takes them: comma-separated, no blanks
+MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
+# Owner and group of a mount point: a user or group name (or a number)
+ACCOUNT = re.compile(r"^[^\s:]+$")
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+MOUNT_EXPECTED = ("Each mount of shared_storage_mounts is a dict of %s; see the shared_storage role's "
+                  "defaults/main.yml." % ", ".join(MOUNT_KEYS))
+
+
+def check_hostname(value):
+    """The name when value is a DNS host name (letters, digits, hyphens, dots), else None."""
+    if not isinstance(value, str):
+        return None
+    name = value[:-1] if value.endswith(".") else value
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(HOST_LABEL.match(label) for label in labels) or labels[-1].isdigit():
+        return None
+    return value
+
+
+def _boolean(value):
+    """value as a bool when it is one (or a word Ansible's bool filter takes for one), else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    return None
+
+
+def _seconds(value):
+    """value as a number of seconds > 0 (an int, a float or their text), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if number > 0 else None
+
+
+def _server(value):
+    """value when it is an IP address or a DNS name as written (no blanks around it), else None."""
+    if not isinstance(value, str) or value != value.strip():
+        return None
+    return value if check_ip(value) or check_hostname(value) else None
+
+
+def _account(value):
+    """value when it names a user or group (a name without blanks or colons, or a number), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    return value if isinstance(value, str) and ACCOUNT.match(value) else None
+
+
+def _text(value):
+    """value when it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+class _Mount:
+    """One entry of shared_storage_mounts being checked: its problems say where they are."""
+
+    def __init__(self, host, index, item, problems):
+        self.host, self.index, self.item, self.problems = host, index, item, problems
+        path = item.get("path")
+        self.label = " (%s)" % path if isinstance(path, str) and MOUNT_PATH.match(path) else ""
+
+    def problem(self, text):
+        self.problems.append("shared_storage on %s: shared_storage_mounts[%d]%s: %s"
+                             % (self.host, self.index, self.label, text))
+
+    def bad(self, key, expected):
+        shown = "is %s" % _json(self.item[key]) if key in self.item else "is not set"
+        self.problem("%s %s; expected %s." % (key, shown, expected))
+
+
+def _check_globals(host, v, problems):
+    """The problems of the role's variables besides the mounts (each one sentence, with the host)."""
+    def bad(var, expected):
+        problems.append("shared_storage on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+
+    if v.get("shared_storage_on_degraded") not in ON_DEGRADED:
+        bad("shared_storage_on_degraded", "warn or fail")
+    if _seconds(v.get("shared_storage_probe_timeout")) is None:
+        bad("shared_storage_probe_timeout", "seconds, a number > 0")
+    if _boolean(v.get("shared_storage_efs_tls")) is None:
+        bad("shared_storage_efs_tls", "true or false")
+    if not isinstance(v.get("shared_storage_nfs_options"), str) or not MOUNT_OPTIONS.match(
+            v["shared_storage_nfs_options"]):
+        bad("shared_storage_nfs_options", "mount options, comma-separated, without blanks")
+    boot = v.get("shared_storage_boot_options")
+    if not isinstance(boot, str) or (boot and not MOUNT_OPTIONS.match(boot)):
+        bad("shared_storage_boot_options", "mount options, comma-separated, without blanks (or empty)")
+    region = v.get("shared_storage_efs_region")
+    if region is not None and not isinstance(region, str):
+        bad("shared_storage_efs_region", "an AWS region such as us-east-1, or empty")
+    for var in ("common_user", "common_group"):
+        value = v.get(var, DEFAULT_USER)
+        if _account(value) is None:
+            bad(var, "a user or group name (the default owner and group of the mount points)")
+
+
+def _check_mount(mount, v, nfs_servers):
+    """Check one mount's fields (mount.problem for each problem found)."""
+    item = mount.item
+    for key in sorted(set(item) - set(MOUNT_KEYS), key=str):
+        close = difflib.get_close_matches(str(key), MOUNT_KEYS, n=1)
+        mount.problem("unknown key %s%s; expected only %s." % (
+            _json(key), " (did you mean %s?)" % close[0] if close else "", ", ".join(MOUNT_KEYS)))
+    mount_type = item.get("type", "nfs")
+    if mount_type not in TYPES:
+        mount.bad("type", "nfs or efs")
+    if item.get("state", "mounted") not in STATES:
+        mount.bad("state", "mounted or absent")
+    if "options" in item and not (isinstance(item["options"], str) and MOUNT_OPTIONS.match(item["options"])):
+        mount.bad("options", "mount options, comma-separated, without blanks (they replace the recommended ones)")
+    for key in ("owner", "group"):
+        if key in item and _account(item[key]) is None:
+            mount.bad(key, "a user or group name for the mount point")
+    if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
+        mount.bad("mode", "the mount point's mode as a quoted octal string such as '0775'")
+    if "tls" in item and _boolean(item["tls"]) is None:
+        mount.bad("tls", "true or false")
+    if mount_type == "efs":
+        if not (isinstance(item.get("efs_id"), str) and EFS_ID.match(item["efs_id"])):
+            mount.bad("efs_id", "an EFS file system id, fs- and 8 to 17 lowercase hex digits (fs-0123456789abcdef0)")
+        region = item.get("region", v.get("shared_storage_efs_region"))
+        if not (isinstance(region, str) and AWS_REGION.match(region)):
+            if "region" in item:
+                mount.bad("region", "an AWS region such as us-east-1")
+            else:
+                mount.problem("an efs mount needs a region; region is not set and shared_storage_efs_region is %s. "
+                              "Expected an AWS region such as us-east-1 on the mount (region), in "
+                              "shared_storage_efs_region, aws_region or $AWS_REGION on the controller."
+                              % _json(region))
+    elif mount_type == "nfs":
+        if "server_host" in item and "server" in item:
+            mount.problem("server %s and server_host %s are both given; expected one of them (server: an address or "
+                          "DNS name; server_host: a host of group nfs_server)."
+                          % (_json(item["server"]), _json(item["server_host"])))
+        elif "server_host" in item:
+            if not _text(item["server_host"]) or item["server_host"] not in nfs_servers:
+                mount.bad("server_host", "a host of group nfs_server (now %s)" % _json(list(nfs_servers)))
+        elif "server" not in item or item["server"] in ("", None):
+            mount.problem("an nfs mount needs server (an IP address or DNS name) or server_host (a host of group "
+                          "nfs_server, now %s); neither is given." % _json(list(nfs_servers)))
+        elif not _server(item["server"]):
+            mount.bad("server", "the NFS server's IP address or DNS name (no scheme, port, path or blanks; an IPv6 "
+                      "address without brackets)")
+        export = item.get("export", "/")
+        if not (isinstance(export, str) and export.startswith("/")):
+            mount.bad("export", "the absolute path the server exports (default /)")
+
+
+def _resolve(item, v, address_of):
+    """One mount resolved (the fields the shared_storage role reads); item and v are checked already."""
+    efs = item.get("type", "nfs") == "efs"
+    tls = efs and _boolean(item.get("tls", v.get("shared_storage_efs_tls")))
+    efs_id = item.get("efs_id", "")
+    if efs:
+        server = "%s.efs.%s.amazonaws.com" % (efs_id, item.get("region", v.get("shared_storage_efs_region")))
+        export = "/"
+    elif "server_host" in item:
+        server = str(address_of(item["server_host"]))
+        export = item.get("export", "/")
+    else:
+        server = item.get("server", "")
+        export = item.get("export", "/")
+    opts = item.get("options", "tls" if tls else v["shared_storage_nfs_options"])
+    return {
+        "path": item["path"],
+        "type": item.get("type", "nfs"),
+        "server": server,
+        "export": export,
+        "server_host": item.get("server_host", ""),
+        "fstype": "efs" if tls else "nfs4",
+        "src": "%s:/" % efs_id if tls else "%s:%s" % ("[%s]" % server if ":" in server else server, export),
+        "opts": "%s,%s" % (opts, v["shared_storage_boot_options"]),
+        "owner": item.get("owner", v.get("common_user", DEFAULT_USER)),
+        "group": item.get("group", v.get("common_group", DEFAULT_USER)),
+        "mode": item.get("mode", DEFAULT_MODE),
+        "state": item.get("state", "mounted"),
+    }
+
+
+def storage_plan(host, v, nfs_servers=(), address_of=None):
+    """The host's shared-storage mounts from the shared_storage role's variables (v), checked; raises PlanError
+    naming every problem.
+
+    nfs_servers: the hosts of group nfs_server (the hosts a mount's server_host may name). address_of(name) -> the
+    address of such a host (its ansible_host, else its name). Returns {'mounts': every mount resolved, 'wanted': those
+    with state mounted}."""
+    address_of = address_of or str
+    problems = []
+    _check_globals(host, v, problems)
+    mounts = v.get("shared_storage_mounts")
+    if mounts is None or isinstance(mounts, (str, bytes, dict)) or not isinstance(mounts, (list, tuple)):
+        problems.append("shared_storage on %s: shared_storage_mounts is %s; expected a list of mounts. %s"
+                        % (host, _json(mounts), MOUNT_EXPECTED))
+        raise PlanError(problems)
+    # every path given, shown with a path's problem
+    every = _json([m.get("path", "<no path>") if isinstance(m, dict) else "<not a dict>" for m in mounts])
+    seen = {}
+    for index, item in enumerate(mounts):
+        if not isinstance(item, dict):
+            problems.append("shared_storage on %s: shared_storage_mounts[%d] is %s; expected a dict. %s"
+                            % (host, index, _json(item), MOUNT_EXPECTED))
+            continue
+        mount = _Mount(host, index, item, problems)
+        path = item.get("path")
+        if "path" not in item:
+            mount.problem("path is not set; expected the mount point, an absolute path (the paths given: %s)."
+                          % every)
+        elif not (isinstance(path, str) and MOUNT_PATH.match(path)):
+            mount.problem("path is %s; expected an absolute path, starting with /, without blanks or a trailing "
+                          "slash (the paths given: %s)." % (_json(path), every))
+        elif path in seen:
+            mount.problem("path %s is also the path of shared_storage_mounts[%d]; expected each path once (the paths "
+                          "given: %s)." % (path, seen[path], every))
+        else:
+            seen[path] = index
+        _check_mount(mount, v, nfs_servers)
+    if problems:
+        raise PlanError(problems)
+    resolved = [_resolve(item, v, address_of) for item in mounts]
+    return {"mounts": resolved, "wanted": [m for m in resolved if m["state"] == "mounted"]}
