@@ -21,3 +21,19 @@ attributes:
     support: none
     description: Changes nothing.
 """
+
+    # Action plugins that compute or decide on the controller and send nothing to the host
+    # (extends_documentation_fragment: attributes.controller)
+    CONTROLLER = r"""
+options: {}
+attributes:
+  action:
+    support: full
+    description: Runs on the controller only (an action plugin); nothing is sent to the host.
+  check_mode:
+    support: full
+    description: Changes nothing; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""

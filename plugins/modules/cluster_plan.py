@@ -138,16 +138,8 @@ options:
   ray_health_textfile_dir:
     description: Node exporter's textfile collector directory (absolute).
     type: raw
-attributes:
-  action:
-    support: full
-    description: Computed by the action plugin on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -78,16 +78,8 @@ options:
     description: Addresses or CIDRs outside the cluster an NFS server also serves.
     type: raw
     default: []
-attributes:
-  action:
-    support: full
-    description: Computed by the action plugin on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

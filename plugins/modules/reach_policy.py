@@ -32,16 +32,8 @@ options:
     description: The variable that set O(max_unreachable), named in the messages.
     type: str
     default: rayfleet_max_unreachable
-attributes:
-  action:
-    support: full
-    description: Runs on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -27,16 +27,8 @@ options:
       ml, monitoring, submit_host).
     type: str
     required: true
-attributes:
-  action:
-    support: full
-    description: Runs on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -25,16 +25,8 @@ options:
     type: list
     elements: dict
     required: true
-attributes:
-  action:
-    support: full
-    description: Runs on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

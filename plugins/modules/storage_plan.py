@@ -65,16 +65,8 @@ options:
     description: The group of a mount point without C(group).
     type: raw
     default: rayfleet
-attributes:
-  action:
-    support: full
-    description: Computed by the action plugin on the controller.
-  check_mode:
-    support: full
-    description: Changes nothing; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
+extends_documentation_fragment:
+  - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""
