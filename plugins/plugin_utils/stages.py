@@ -204,12 +204,12 @@ def record_dir(hostvars, host):
 RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
 
 
-def cluster_inputs(groups, head_plan):
-    """What the cluster-reading stages take from the other hosts: the contract groups and the plan's members (a
-    host down in this run keeps its place: what the run awaits is no input)."""
-    members = head_plan
-    if isinstance(head_plan, Mapping):
-        members = {key: value for key, value in head_plan.items() if key not in RUN_ONLY_PLAN_KEYS}
+def cluster_inputs(groups, cluster):
+    """What the cluster-reading stages take from the other hosts: the contract groups and the cluster plan's members
+    and their addresses (a host down in this run keeps its place: what the run awaits is no input)."""
+    members = cluster
+    if isinstance(cluster, Mapping):
+        members = {key: value for key, value in cluster.items() if key not in RUN_ONLY_PLAN_KEYS}
     return {
         "groups": {name: sorted(groups.get(name) or []) for name in CONTRACT_GROUPS},
         "members": members,
@@ -230,13 +230,15 @@ def host_inputs(hostvars, host, groups):
         except Exception as exc:  # an undefined or broken template: its text and the error are the input
             values[key] = {"unrendered": plain(hostvars.raw_get(host).get(key)), "error": type(exc).__name__}
     facts = plain(mine.get("ansible_facts") or {})
+    # the cluster as this run planned it: a member's own plan (a run limited to some hosts plans those), else the
+    # head's (an NFS server or submit host outside the cluster)
+    plan = mine.get("__ray_plan_result")
     heads = groups.get("ray_head") or []
-    head_plan = None
-    if heads:
+    if not isinstance(plan, Mapping) and heads:
         plan = hostvars[heads[0]].get("__ray_plan_result")
-        head_plan = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
+    cluster = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
     these = stages_of(mine.get("group_names") or [])
-    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, head_plan), these)
+    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, cluster), these)
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES):

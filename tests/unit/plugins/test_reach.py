@@ -75,3 +75,30 @@ def test_the_messages_name_the_variable_that_set_the_policy():
             and "raise preflight_allow_missing to go on without them" in str(exc.value))
     with pytest.raises(ReachError, match="preflight_allow_missing is 'x'; expected a count"):
         allowed("x", 3, "preflight_allow_missing")
+
+
+class HostVars(dict):
+    """Ansible's hostvars as host_inputs reads them (raw_get only for a broken template)."""
+
+    def raw_get(self, host):
+        return self[host]
+
+
+def test_a_run_limited_to_a_worker_gives_it_the_same_stage_inputs_as_a_full_run():
+    """A run limited to a worker plans on that worker only (the head's plan is not in the run): the worker's own plan
+    of the cluster is the input, the same as the head's in a full run, so its records match the next full run's."""
+    cluster = {"members": ["h", "w"], "ips": {"h": "10.0.0.1", "w": "10.0.0.2"}, "head": "h",
+               "sources": ["10.0.0.1", "10.0.0.2"], "awaited_nodes": {}, "left_out": []}
+    groups = {"ray_head": ["h"], "ray_worker": ["w"]}
+    worker = {"group_names": ["ray_worker"], "firewall_enabled": True}
+    full = HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": {"cluster": cluster}},
+                    w=dict(worker, __ray_plan_result={"cluster": cluster}))
+    limited = HostVars(h={"group_names": ["ray_head"]}, w=dict(worker, __ray_plan_result={"cluster": cluster}))
+    outside = HostVars(h=full["h"], w=worker)  # a host with no plan of its own reads the head's
+    assert stages.host_inputs(limited, "w", groups) == stages.host_inputs(full, "w", groups)
+    assert stages.host_inputs(outside, "w", groups) == stages.host_inputs(full, "w", groups)
+    # a member's addresses are an input of the stages that name them
+    moved = HostVars(h=full["h"], w=dict(worker, __ray_plan_result={"cluster": dict(cluster, sources=["10.0.0.9"])}))
+    changed = stages.host_inputs(moved, "w", groups)
+    assert changed["firewall"] != stages.host_inputs(full, "w", groups)["firewall"]
+    assert changed["common"] == stages.host_inputs(full, "w", groups)["common"]
