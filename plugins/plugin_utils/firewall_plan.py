@@ -15,21 +15,13 @@ adding its hosts from a file of its own.
 from __future__ import annotations
 
 import ipaddress
-import json
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, check_ip
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, check_ip
 
 EPHEMERAL_TABLE = "rayfleet_ephemeral"
 EPHEMERAL_RULES_PATH = "/etc/nftables.rayfleet-ephemeral.nft"
 EPHEMERAL_UNIT = "rayfleet-firewall-ephemeral.service"
 MEMBERS_DIR = "/etc/rayfleet/firewall.d"
-
-
-def _json(value):
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _port(value):
