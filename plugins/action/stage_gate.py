@@ -73,10 +73,13 @@ class ActionModule(ActionBase):
         play_hosts = list(task_vars.get("ansible_play_hosts_all") or [host])
         heads = list((task_vars.get("groups") or {}).get("ray_head") or [])
 
+        read = {host: task_vars}
+
         def variables(other):
-            if other == host:
-                return task_vars
-            return hostvars.get(other, {})
+            # hostvars[other] computes all of that host's variables: once per host and task
+            if other not in read:
+                read[other] = hostvars.get(other, {})
+            return read[other]
 
         def drift_of(other):
             return _result(variables(other).get("__rayfleet_drift"))
@@ -103,6 +106,8 @@ class ActionModule(ActionBase):
             roles = roles_to_check(running)
             result["roles"] = roles if roles is not None else sorted(
                 {role for item in STAGES for role in item.roles})
+            # no stage can run on a settled host in this run: the stage plays leave it before their gates
+            result["settled"] = running == []
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))

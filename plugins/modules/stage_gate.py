@@ -19,6 +19,8 @@ description:
     one; the ray stage runs on every node when it runs on the head.
   - Without a drift check in the run (a stage's playbook run alone), or with C(rayfleet_full=true), it runs.
   - The stage's play ends the host with C(ansible.builtin.meta) C(end_host) when RV(skip) is true.
+  - With O(stage=validate), it also tells whether the host is settled (RV(settled)) - no stage can run on it in this
+    run - so that every later stage play leaves it before asking its own gate.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -54,10 +56,17 @@ skip:
 roles:
   description:
     - With O(stage=validate), the roles whose variables are checked on this host - those of the stages that run
-      there (every role without a drift check or with C(rayfleet_full)).
+      that may run there (every role without a drift check or with C(rayfleet_full)).
   returned: with O(stage=validate)
   type: list
   elements: str
+settled:
+  description:
+    - With O(stage=validate), whether no stage can run on this host in this run. A stage counts while it may still run
+      - its own verdict, an upstream stage that may run on the host and change its record, or (by the stage's scope)
+      the head or another host where it may run - so a settled host stays settled whatever the earlier stages do.
+  returned: with O(stage=validate)
+  type: bool
 drifted_items:
   description:
     - The keys of this stage's items the drift check found changed on this host (C(nft_table:inet rayfleet), ...),

@@ -440,19 +440,45 @@ def _validate_verdict(host, drift, records_now, group_heads, play_hosts):
         return True, "no drift check ran on this host"
     running = running_stages(host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)
     if running:
-        return True, "stages run here: %s" % ", ".join(running)
+        return True, "stages that may run here: %s" % ", ".join(running)
     return False, "no stage runs here, so nothing changes"
 
 
 def running_stages(host, drift, records_now, *, group_heads, play_hosts):
-    """The stages that run on host, as far as the drift check tells (None without one: all of them)."""
-    checked = drift.get(host)
-    if not checked:
+    """The stages that may run on host in this run, in order (None without a drift check: all of them).
+
+    A stage's gate decides when its play comes, after the earlier stages wrote their records: a stage runs on a host
+    where an upstream stage ran and changed its record, and a stage that runs on the head (or, for the stages that run
+    on every host together, on any host) runs on the others. Before any stage ran this is not known yet, so a stage
+    counts here when it may run: its own verdict now, or an upstream stage that may run on the host, or (by the
+    stage's scope) the head or any other host where it may run. Every stage a gate will run is in this list; a host
+    with an empty list is settled, and the stage plays leave it without asking their gates."""
+    if not drift.get(host):
         return None
-    return [
-        name for name in (checked.get("stages") or {})
-        if stage_verdict(name, host, drift, records_now, group_heads=group_heads, play_hosts=play_hosts)[0]
-    ]
+    seen = {}
+
+    def may_own(name, other):
+        # the stage's own verdict on `other`, a host its play targets, with the records of the upstream stages that
+        # may run there (a host without a drift check, or without a record of the stage, runs it)
+        return _own_verdict(name, other, drift, records_now)[0] or any(
+            may(up, other) for up in STAGE_BY_NAME[name].upstream)
+
+    def may(name, other):
+        if drift.get(other) and name not in (drift[other].get("stages") or {}):
+            return False  # the stage's play does not target the host
+        if (name, other) not in seen:
+            seen[name, other] = False
+            found = may_own(name, other)
+            scope = STAGE_BY_NAME[name].scope
+            if not found:
+                if scope == "cluster":
+                    found = any(may_own(name, peer) for peer in play_hosts if peer != other)
+                elif scope == "head":
+                    found = any(may_own(name, head) for head in group_heads if head != other and head in play_hosts)
+            seen[name, other] = found
+        return seen[name, other]
+
+    return [item.name for item in STAGES if item.name in (drift[host].get("stages") or {}) and may(item.name, host)]
 
 
 def roles_to_check(running):

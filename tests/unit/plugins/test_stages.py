@@ -4,6 +4,7 @@ inputs digests; and a check that every module the roles call is either recorded 
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -466,7 +467,7 @@ def test_the_validate_plays_check_only_hosts_where_a_stage_runs():
     hosts = ["h", "w1", "w2"]
     verdict = stages.VALIDATE
     assert stage_verdict(verdict, "w1", drift, {}, group_heads=["h"], play_hosts=hosts) == (
-        True, "stages run here: common")
+        True, "stages that may run here: common")
     assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts) == (
         False, "no stage runs here, so nothing changes")
     # the head's ray stage brings every node's: every node is checked
@@ -474,6 +475,83 @@ def test_the_validate_plays_check_only_hosts_where_a_stage_runs():
     assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
     assert stage_verdict(verdict, "w2", {}, {}, group_heads=["h"], play_hosts=hosts)[0] is True
     assert stage_verdict(verdict, "w2", drift, {}, group_heads=["h"], play_hosts=hosts, full=True)[0] is True
+
+
+def _records(drift):
+    """The records as the drift check read them, per host (what a gate sees before any stage ran)."""
+    return {host: dict(checked.get("records") or {}) for host, checked in drift.items()}
+
+
+def test_a_host_is_settled_only_when_no_earlier_stage_can_bring_a_stage_to_it():
+    """A stage the gates would run later in the run counts at validate: the head's gpu stage may change its record,
+    which brings the head's ray stage, every node's ray stage with it, and their ml stages after that."""
+    member = ("common", "nccl", "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "ray", "ml",
+              "monitoring")
+
+    def clean(names):
+        return {name: dict(CLEAN, upstream={up: "d0" for up in stages.STAGE_BY_NAME[name].upstream if up in names})
+                for name in names}
+
+    def cluster():
+        return {"h": _checked(**clean(("gpu", *member))), "w1": _checked(**clean(member)),
+                "w2": _checked(**clean(member))}
+
+    hosts, heads = ["h", "w1", "w2"], ["h"]
+    drift = cluster()
+
+    def running(host, play_hosts=hosts):
+        return stages.running_stages(host, drift, _records(drift), group_heads=heads, play_hosts=play_hosts)
+
+    assert [running(host) for host in hosts] == [[], [], []]
+    drift["h"]["stages"]["gpu"] = dict(CLEAN, drifted=["package:nvidia-driver"])
+    assert running("h") == ["gpu", "nccl", "ray", "ml"]
+    assert running("w2") == ["ray", "ml"]
+    drift = cluster()
+    drift["w1"]["stages"]["ssh_trust"] = dict(CLEAN, inputs_changed=True)
+    assert running("w2") == ["ssh_trust"]
+    assert running("w2", ["h", "w2"]) == []
+    drift = cluster()
+    del drift["w1"]  # not checked: its SSH trust stage runs, so every host's does
+    assert running("w2") == ["ssh_trust"]
+    drift = cluster()
+    drift["w1"]["stages"]["checkpoint_store"] = dict(CLEAN, drifted=["file:/etc/rayfleet/store.json"])
+    assert running("w1") == ["checkpoint_store", "ray", "ml"]
+    assert running("h") == []
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_every_stage_a_gate_runs_was_counted_at_validate(seed):
+    """Random drift on a head and two workers, then the run played stage by stage: each gate decides with the
+    records the earlier stages wrote (a stage that ran may or may not change its record). Every stage a gate runs
+    on a host must be among the stages validate counted for it, and a settled host must see no gate run."""
+    rng = random.Random(seed)
+    hosts, heads = ["h", "w1", "w2"], ["h"]
+    groups = {"h": ("ray_head", "gpu"), "w1": ("ray_worker",), "w2": ("ray_worker", "gpu")}
+    drift = {}
+    for host in hosts:
+        state = {}
+        for item in stages.stages_of(groups[host]):
+            roll = rng.random()
+            mine = {each.name for each in stages.stages_of(groups[host])}
+            state[item.name] = dict(CLEAN, upstream={up: "d0" for up in item.upstream if up in mine},
+                                    drifted=["file:/x"] if roll < 0.08 else [],
+                                    inputs_changed=0.08 <= roll < 0.12,
+                                    recorded=roll < 0.97)
+        drift[host] = _checked(**state)
+    if rng.random() < 0.1:
+        del drift[rng.choice(hosts)]
+    records_now = _records(drift)
+    counted = {host: stages.running_stages(host, drift, records_now, group_heads=heads, play_hosts=hosts)
+               for host in hosts}
+    records_now = {host: dict(records) for host, records in records_now.items()}
+    for item in STAGES:
+        targets = [host for host in hosts if set(item.groups) & set(groups[host])]
+        ran = [host for host in targets
+               if stage_verdict(item.name, host, drift, records_now, group_heads=heads, play_hosts=targets)[0]]
+        for host in ran:
+            assert counted[host] is None or item.name in counted[host], (item.name, host, counted[host])
+            if rng.random() < 0.5:
+                records_now.setdefault(host, {})[item.name] = "changed"
 
 
 def test_a_host_is_compared_with_the_stages_of_its_groups():
