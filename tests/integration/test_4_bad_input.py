@@ -35,6 +35,9 @@ def _settings_mtimes(host) -> str:
          ["shared_storage on {sandbox}-worker1", "/mnt/data (server \"192.0.2.1\": no answer on port 2049"]),
         (["-e", "nfs_server_implementation=zfs"],
          ["fatal: [{sandbox}-head]", "nfs_server_implementation must be one of: kernel, ganesha, got: zfs"]),
+        (["-e", '{"nfs_server_exports": [{"path": "/srv/rayfleet/shared", "clients": ["999.1.1.1", "10.0.0.0/33"]}]}'],
+         ['nfs_server on {sandbox}-head: nfs_server_exports[0] (/srv/rayfleet/shared): clients has [\\"999.1.1.1\\", '
+          '\\"10.0.0.0/33\\"]; expected IP addresses or CIDRs']),
         (["-e", '{"ray_node_instances": [{"name": "a"}, {"name": "a"}, {"name": "Head"}]}'],
          ["ray on {sandbox}-worker1: ray_node_instances", "the name a is given twice", 'item 3 has the name \\"Head\\"',
           "ray_runtime is host (instances run in containers)", "this host is the head (instances are workers)"]),
@@ -60,7 +63,7 @@ def _settings_mtimes(host) -> str:
           'firewall_ray_port_range is \\"11999-10002\\": expected low-high']),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
-         "unreachable-nfs-server", "nfs-implementation", "node-instances", "node-instance-slots",
+         "unreachable-nfs-server", "nfs-implementation", "nfs-export-clients", "node-instances", "node-instance-slots",
          "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "checkpoint-path-relative",
          "checkpoint-path-system-dir", "firewall-sources-and-range"],
 )

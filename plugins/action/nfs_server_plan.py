@@ -1,0 +1,54 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""Action of rayfleet.cluster.nfs_server_plan: the host's NFS exports and their clients, computed on the controller."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.nfs_server_plan import (
+    PlanError,
+    nfs_server_plan,
+    run_cluster_sources,
+)
+
+# The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
+NFS_SERVER_VARS = ("nfs_server_implementation", "nfs_server_port", "nfs_server_exports", "nfs_server_extra_clients",
+                   "nfs_server_ganesha_grace_period", "nfs_server_ganesha_lease_lifetime")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _VALID_ARGS = frozenset((*NFS_SERVER_VARS, "os_family", "cluster_addresses"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        host = task_vars["inventory_hostname"]
+        args = self._task.args
+        settings = {name: args.get(name) for name in NFS_SERVER_VARS}
+        if args.get("cluster_addresses") is not None:
+            addresses, source = args["cluster_addresses"], "the task's cluster_addresses"
+        else:
+            hostvars = task_vars.get("hostvars", {})
+
+            def plan_of(name):
+                if name == host:
+                    return task_vars.get("__ray_plan_result")
+                return (hostvars.get(name) or {}).get("__ray_plan_result")
+
+            def hostvars_of(name):
+                hv = hostvars.get(name) or {}
+                return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
+
+            addresses, source = run_cluster_sources(host, plan_of, task_vars.get("groups", {}), hostvars_of)
+        try:
+            plan = nfs_server_plan(host, settings, addresses, args.get("os_family"))
+        except PlanError as exc:
+            result.update(failed=True, msg=" ".join(exc.problems), problems=exc.problems, cluster_source=source)
+            return result
+        result.update(changed=False, cluster_source=source, **plan)
+        return result
