@@ -5,7 +5,9 @@ and loaded from its archive: the sandbox has no registry), in the same cluster a
 on the host venv (tests/integration/files/containers.yml picks the mode per host). The same systemd unit name and
 ray_node contract; a re-run changes nothing; the preflight's collective runs a rank inside the container (the node
 image has the sandbox's CPU torch); a killed container comes back; a new tag upgrades the node; bad images and GPU
-lists fail before anything changes; several instances and fixed slots; the node goes back to the host venv. No GPU
+lists fail before anything changes; several instances (the preflight's ring never pairs two nodes of one host, and
+with worker1's link throttled by tc tbf, worker1 alone of the four nodes is named) and fixed slots; the node goes
+back to the host venv. No GPU
 here: the GPU half (CDI, one GPU per container, gpu_check inside the container) is unit-tested only
 (tests/unit/test_gpu.py)."""
 
@@ -23,8 +25,10 @@ from conftest import (
     SANDBOX,
     VENV,
     ansible_env,
+    container,
     head_host,
     node_ip,
+    podman,
     ray_nodes,
     run_site,
     stop_lets_running_task_finish,
@@ -273,6 +277,23 @@ def on_worker2(*names: str, slots: dict[str, int] | None = None) -> str:
                        "ray_num_cpus": f"{{{{ none if {here} else {SANDBOX_CPUS} }}}}"})
 
 
+def slow_node_of_four_is_named(report_dir, two: str) -> None:
+    victim = f"{SANDBOX}-worker1"
+    report_dir.mkdir()
+    podman("exec", container(victim), "tc", "qdisc", "add", "dev", "eth0", "root", "tbf",
+           "rate", "100mbit", "burst", "64kb", "latency", "50ms")
+    try:
+        proc = run_playbook("preflight.yml", "-e", f"preflight_report_dir={report_dir}", "-e", two)
+    finally:
+        podman("exec", container(victim), "tc", "qdisc", "del", "dev", "eth0", "root")
+    assert proc.returncode != 0, "the preflight passed with a throttled node"
+    assert f"slow node(s): {victim}" in proc.stdout, proc.stdout[-4000:]
+    findings = json.loads((report_dir / "result.json").read_text())["collective"]["pair_findings"]
+    assert findings["suspects"] == [victim], findings
+    assert any(test["phase"] != "ring" for test in findings["tests"]), findings["tests"]
+    assert all(victim in pair["nodes"] for pair in findings["slow_pairs"]), findings["slow_pairs"]
+
+
 def test_two_node_instances_on_worker2_then_one(boxed, tmp_path):
     """ray_node_instances: two Ray nodes of the cluster on worker2, each in a container of its own with its own unit,
     settings, ports, temp dir, half the host's CPUs and Ray node name <ip>/<name>; the single node they replace is
@@ -311,7 +332,19 @@ def test_two_node_instances_on_worker2_then_one(boxed, tmp_path):
     # the preflight: four Ray nodes, four ranks of the collective, two of them in worker2's two containers
     others = {n["node_id"]: n["node_ip"] for n in ray_nodes(head, node_ip(head))
               if n["state"] == "ALIVE" and n["node_ip"] != ip}
-    preflight_across(tmp_path, {**others, **{n["node_id"]: name for name, n in nodes.items()}}, "-e", two)
+    report = preflight_across(tmp_path, {**others, **{n["node_id"]: name for name, n in nodes.items()}}, "-e", two)
+    # the pair tests: no ring pair of worker2's two nodes (they share the host: such a pair measures no link), and
+    # worker2 has a host line naming both
+    collective = report["collective"]
+    host_of = {node["name"]: node["ip"] for node in collective["nodes"]}
+    ring = [pair for pair in collective["pairs"] if pair["phase"] == "ring"]
+    assert len(ring) >= 2 and all(host_of[a] != host_of[b] for a, b in (pair["nodes"] for pair in ring)), ring
+    assert sum(1 for pair in ring for name in pair["nodes"] if host_of[name] == ip) >= 2, ring
+    lines = [line for line in collective["pair_findings"]["hosts"] if line["host"] == ip]
+    assert len(lines) == 1 and len(lines[0]["nodes"]) == 2, collective["pair_findings"]["hosts"]
+    # four nodes, worker1's link throttled (tc tbf): the ring's slow pairs are re-tested with nodes that passed, and
+    # worker1 alone is named - not worker2's nodes, which were in its slow pairs
+    slow_node_of_four_is_named(tmp_path / "throttled", two)
     # logs.yml reads both instances' temp dirs and units; the firewall opens b's shifted ports and orders itself
     # before both units
     new_logs = run_playbook("logs.yml", "-e", two, "--limit", f"{SANDBOX}-worker2")
