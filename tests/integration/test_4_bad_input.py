@@ -61,11 +61,14 @@ def _settings_mtimes(host) -> str:
         (["-e", '{"firewall_ray_allowed_sources": ["10.0.0.0/33", "cafe"], "firewall_ray_port_range": "11999-10002"}'],
          ['firewall on {sandbox}-worker2: firewall_ray_allowed_sources has [\\"10.0.0.0/33\\", \\"cafe\\"]',
           'firewall_ray_port_range is \\"11999-10002\\": expected low-high']),
+        (["-e", "monitoring_prometheus_listen=0.0.0.0:99999"],
+         ['monitoring on {sandbox}-head: monitoring_prometheus_listen is \\"0.0.0.0:99999\\"; expected address:port',
+          "the port 1-65535"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "nfs-export-clients", "node-instances", "node-instance-slots",
          "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "checkpoint-path-relative",
-         "checkpoint-path-system-dir", "firewall-sources-and-range"],
+         "checkpoint-path-system-dir", "firewall-sources-and-range", "monitoring-listen-port"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)
