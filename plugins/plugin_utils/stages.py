@@ -272,7 +272,7 @@ UNRECORDED_ACTIONS = frozenset({
     "assert", "debug", "fail", "set_fact", "include_tasks", "import_tasks", "include_role", "import_role",
     "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup", "uri",
     "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive", "git",
-    "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check",
+    "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check", "nccl_plan",
     "ray_host_clusters", "reach_policy", "preflight_verdict",
     "cluster_plan", "firewall_plan", "storage_plan", "nfs_server_plan", "monitoring_plan", "stage_gate",
     "stage_record", "drift_check",
