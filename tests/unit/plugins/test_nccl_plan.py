@@ -34,6 +34,7 @@ CPU_HOST = {"nvidia_gpus": [], "efa_devices": []}
 GPU_HOST = {"nvidia_gpus": [GPU], "efa_devices": []}
 EFA_HOST = {"nvidia_gpus": [GPU], "efa_devices": [EFA0, EFA2]}
 INTERFACES = ["lo", "eth0", "ens5"]
+SAME = object()  # a default argument: GPU_HOST or INTERFACES
 
 
 def settings(**extra) -> dict:
@@ -41,11 +42,12 @@ def settings(**extra) -> dict:
     return {name: DEFAULTS.get(name) for name in NCCL_VARS if name in DEFAULTS} | extra
 
 
-def plan(hardware=GPU_HOST, interfaces=INTERFACES, architecture="x86_64", **extra) -> dict:
-    return nccl_plan("gpu1", settings(**extra), hardware, interfaces, architecture)
+def plan(hardware=SAME, interfaces=SAME, architecture="x86_64", **extra) -> dict:
+    return nccl_plan("gpu1", settings(**extra), GPU_HOST if hardware is SAME else hardware,
+                     INTERFACES if interfaces is SAME else interfaces, architecture)
 
 
-def problems(hardware=GPU_HOST, interfaces=INTERFACES, architecture="x86_64", **extra) -> list[str]:
+def problems(hardware=SAME, interfaces=SAME, architecture="x86_64", **extra) -> list[str]:
     with pytest.raises(PlanError) as info:
         plan(hardware, interfaces, architecture, **extra)
     assert str(info.value) == " ".join(info.value.problems)

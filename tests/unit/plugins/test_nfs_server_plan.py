@@ -32,11 +32,11 @@ def settings(**extra) -> dict:
     return {**DEFAULTS, "nfs_server_exports": [SHARED], **extra}
 
 
-def plan(members=MEMBERS, os_family="Debian", **extra) -> dict:
-    return nfs_server_plan("nfs1", settings(**extra), members, os_family)
+def plan(members=None, os_family="Debian", **extra) -> dict:
+    return nfs_server_plan("nfs1", settings(**extra), MEMBERS if members is None else members, os_family)
 
 
-def problems(members=MEMBERS, os_family="Debian", **extra) -> list[str]:
+def problems(members=None, os_family="Debian", **extra) -> list[str]:
     with pytest.raises(PlanError) as info:
         plan(members, os_family, **extra)
     assert str(info.value) == " ".join(info.value.problems)

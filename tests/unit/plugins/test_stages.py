@@ -499,8 +499,9 @@ def test_a_host_is_settled_only_when_no_earlier_stage_can_bring_a_stage_to_it():
     hosts, heads = ["h", "w1", "w2"], ["h"]
     drift = cluster()
 
-    def running(host, play_hosts=hosts):
-        return stages.running_stages(host, drift, _records(drift), group_heads=heads, play_hosts=play_hosts)
+    def running(host, play_hosts=None):
+        return stages.running_stages(host, drift, _records(drift), group_heads=heads,
+                                     play_hosts=hosts if play_hosts is None else play_hosts)
 
     assert [running(host) for host in hosts] == [[], [], []]
     drift["h"]["stages"]["gpu"] = dict(CLEAN, drifted=["package:nvidia-driver"])
