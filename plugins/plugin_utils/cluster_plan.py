@@ -64,6 +64,23 @@ def _whole(value, minimum=0):
     return number if number >= minimum else None
 
 
+def path_problem(item, index, seen, *, pattern, what, shape, list_name, every):
+    """What is wrong with the `path` of item, entry `index` of the list `list_name` (None when nothing is; a good
+    path is recorded in `seen`, path -> index): not set, not matching `pattern` (an absolute path `shape`), or the
+    path of an earlier entry. `what` says what the path is; `every` lists the paths given, for the message."""
+    path = item.get("path")
+    if "path" not in item:
+        return "path is not set; expected %s, an absolute path (the paths given: %s)." % (what, every)
+    if not (isinstance(path, str) and pattern.match(path)):
+        return "path is %s; expected an absolute path, starting with /, %s (the paths given: %s)." % (
+            _json(path), shape, every)
+    if path in seen:
+        return "path %s is also the path of %s[%d]; expected each path once (the paths given: %s)." % (
+            path, list_name, seen[path], every)
+    seen[path] = index
+    return None
+
+
 def check_ip(value):
     """The address text when value is an IPv4 or IPv6 address, else None."""
     try:

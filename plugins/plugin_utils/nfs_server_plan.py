@@ -25,6 +25,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     _whole,
     check_ip,
     cluster_members,
+    path_problem,
 )
 
 IMPLEMENTATIONS = ("kernel", "ganesha")
@@ -236,17 +237,11 @@ def nfs_server_plan(host, v, cluster_addresses, os_family):
             continue
         export = _Export(host, index, item, problems)
         path = item.get("path")
-        if "path" not in item:
-            export.problem("path is not set; expected the exported directory, an absolute path (the paths given: "
-                           "%s)." % every)
-        elif not (isinstance(path, str) and EXPORT_PATH.match(path)):
-            export.problem("path is %s; expected an absolute path, starting with /, without blanks, quotes, "
-                           "backslashes or a trailing slash (the paths given: %s)." % (_json(path), every))
-        elif path in seen:
-            export.problem("path %s is also the path of nfs_server_exports[%d]; expected each path once (the paths "
-                           "given: %s)." % (path, seen[path], every))
-        else:
-            seen[path] = index
+        wrong = path_problem(item, index, seen, pattern=EXPORT_PATH, what="the exported directory",
+                             shape="without blanks, quotes, backslashes or a trailing slash",
+                             list_name="nfs_server_exports", every=every)
+        if wrong:
+            export.problem(wrong)
         _check_export(export)
         own.append(_clients(export.where, "clients", item.get("clients"), problems))
         # no client at all, good or bad (a bad one is named above)

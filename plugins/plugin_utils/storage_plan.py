@@ -20,7 +20,12 @@ from __future__ import annotations
 import difflib
 import re
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, check_ip
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    _json,
+    check_ip,
+    path_problem,
+)
 
 # The keys a mount may have (the role's defaults/main.yml and meta/argument_specs.yml document them)
 MOUNT_KEYS = ("path", "type", "server", "server_host", "export", "efs_id", "region", "tls", "options", "owner", "group",
@@ -258,18 +263,11 @@ def storage_plan(host, v, nfs_servers=(), address_of=None):
                             % (host, index, _json(item), MOUNT_EXPECTED))
             continue
         mount = _Mount(host, index, item, problems)
-        path = item.get("path")
-        if "path" not in item:
-            mount.problem("path is not set; expected the mount point, an absolute path (the paths given: %s)."
-                          % every)
-        elif not (isinstance(path, str) and MOUNT_PATH.match(path)):
-            mount.problem("path is %s; expected an absolute path, starting with /, without blanks or a trailing "
-                          "slash (the paths given: %s)." % (_json(path), every))
-        elif path in seen:
-            mount.problem("path %s is also the path of shared_storage_mounts[%d]; expected each path once (the paths "
-                          "given: %s)." % (path, seen[path], every))
-        else:
-            seen[path] = index
+        wrong = path_problem(item, index, seen, pattern=MOUNT_PATH, what="the mount point",
+                             shape="without blanks or a trailing slash", list_name="shared_storage_mounts",
+                             every=every)
+        if wrong:
+            mount.problem(wrong)
         _check_mount(mount, v, nfs_servers)
     if problems:
         raise PlanError(problems)
