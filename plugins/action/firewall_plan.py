@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
 FIREWALL_VARS = ("ray_cluster_name", "firewall_ray_allowed_sources", "firewall_ssh_allowed_sources",
@@ -18,19 +18,11 @@ FIREWALL_VARS = ("ray_cluster_name", "firewall_ray_allowed_sources", "firewall_s
                  "firewall_restrict_ephemeral_ports")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*FIREWALL_VARS, "cluster_addresses", "extra_ports", "nfs_server_enabled",
                              "nfs_server_port", "nfs_server_extra_clients", "ip_local_port_range"))
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        task_vars = task_vars or {}
-        host = task_vars["inventory_hostname"]
-        args = self._task.args
+    def plan(self, host, args, task_vars, result):
         groups = task_vars.get("groups", {})
         # an NFS server of the cluster (group nfs_server, its role on) is closed to all but the cluster and its
         # extra clients
@@ -39,15 +31,13 @@ class ActionModule(ActionBase):
         with contextlib.suppress(TypeError):  # else left as written: the plan names it
             settings["firewall_restrict_ephemeral_ports"] = boolean(settings["firewall_restrict_ephemeral_ports"])
         try:
-            plan = firewall_plan(
+            return firewall_plan(
                 host, settings, args.get("cluster_addresses") or [],
                 ray_ports_extra=args.get("extra_ports") or (),
                 nfs_port=args.get("nfs_server_port", 2049) if serves_nfs else 0,
                 nfs_extra_clients=(args.get("nfs_server_extra_clients") or []) if serves_nfs else [],
                 ephemeral_text=args.get("ip_local_port_range"))
-        except (PlanError, ValueError) as exc:
-            problems = exc.problems if isinstance(exc, PlanError) else ["firewall on %s: %s" % (host, exc)]
-            result.update(failed=True, msg=" ".join(problems), problems=problems)
-            return result
-        result.update(changed=False, **plan)
-        return result
+        except PlanError:
+            raise
+        except ValueError as exc:  # the host's ephemeral port range, unreadable
+            raise PlanError(["firewall on %s: %s" % (host, exc)]) from exc

@@ -9,8 +9,8 @@ import contextlib
 import os
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.monitoring_plan import PlanError, monitoring_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.monitoring_plan import monitoring_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
 MONITORING_VARS = ("monitoring_host", "monitoring_prometheus_listen", "monitoring_prometheus_retention",
@@ -21,28 +21,14 @@ MONITORING_VARS = ("monitoring_host", "monitoring_prometheus_listen", "monitorin
                    "monitoring_grafana_rpm_key_fingerprint")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*MONITORING_VARS, "os_family"))
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        task_vars = task_vars or {}
-        host = task_vars["inventory_hostname"]
-        args = self._task.args
+    def plan(self, host, args, task_vars, result):
         settings = {name: args.get(name) for name in MONITORING_VARS}
         with contextlib.suppress(TypeError):  # else left as written: the plan names it
             settings["monitoring_grafana"] = boolean(settings["monitoring_grafana"])
         inventory_hosts = task_vars.get("groups", {}).get("all", [])
-        try:
-            # the counters file is read on the controller (the role copies it from there)
-            plan = monitoring_plan(host, settings, inventory_hosts, os_family=args.get("os_family"),
-                                   is_file=os.path.isfile)
-        except PlanError as exc:
-            result.update(failed=True, msg=" ".join(exc.problems), problems=exc.problems)
-            return result
-        result.update(changed=False, **plan)
-        return result
+        # the counters file is read on the controller (the role copies it from there)
+        return monitoring_plan(host, settings, inventory_hosts, os_family=args.get("os_family"),
+                               is_file=os.path.isfile)

@@ -5,30 +5,21 @@
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.nfs_server_plan import (
-    PlanError,
     nfs_server_plan,
     run_cluster_sources,
 )
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
 NFS_SERVER_VARS = ("nfs_server_implementation", "nfs_server_port", "nfs_server_exports", "nfs_server_extra_clients",
                    "nfs_server_ganesha_grace_period", "nfs_server_ganesha_lease_lifetime")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*NFS_SERVER_VARS, "os_family", "cluster_addresses"))
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        task_vars = task_vars or {}
-        host = task_vars["inventory_hostname"]
-        args = self._task.args
+    def plan(self, host, args, task_vars, result):
         settings = {name: args.get(name) for name in NFS_SERVER_VARS}
         if args.get("cluster_addresses") is not None:
             addresses, source = args["cluster_addresses"], "the task's cluster_addresses"
@@ -45,10 +36,5 @@ class ActionModule(ActionBase):
                 return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
 
             addresses, source = run_cluster_sources(host, plan_of, task_vars.get("groups", {}), hostvars_of)
-        try:
-            plan = nfs_server_plan(host, settings, addresses, args.get("os_family"))
-        except PlanError as exc:
-            result.update(failed=True, msg=" ".join(exc.problems), problems=exc.problems, cluster_source=source)
-            return result
-        result.update(changed=False, cluster_source=source, **plan)
-        return result
+        result["cluster_source"] = source
+        return nfs_server_plan(host, settings, addresses, args.get("os_family"))

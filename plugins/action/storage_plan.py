@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import PlanError, storage_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import storage_plan
 
 # The variables the plan reads (passed as the task's arguments, rendered in the host's context)
 PLAN_VARS = ("shared_storage_mounts", "shared_storage_efs_tls", "shared_storage_efs_region",
@@ -14,29 +14,16 @@ PLAN_VARS = ("shared_storage_mounts", "shared_storage_efs_tls", "shared_storage_
              "shared_storage_probe_timeout", "common_user", "common_group")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+class ActionModule(PlanAction):
     _VALID_ARGS = frozenset(PLAN_VARS)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        task_vars = task_vars or {}
-        host = task_vars["inventory_hostname"]
-        args = {name: self._task.args[name] for name in PLAN_VARS if name in self._task.args}
-        args.setdefault("shared_storage_mounts", [])
+    def plan(self, host, args, task_vars, result):
+        settings = {name: args[name] for name in PLAN_VARS if name in args}
+        settings.setdefault("shared_storage_mounts", [])
         hostvars = task_vars.get("hostvars", {})
 
         def address_of(name):
             """An NFS server host's address: its ansible_host, else its inventory name."""
             return (hostvars.get(name) or {}).get("ansible_host") or name
 
-        try:
-            plan = storage_plan(host, args, task_vars.get("groups", {}).get("nfs_server", []), address_of)
-        except PlanError as exc:
-            result.update(failed=True, msg=" ".join(exc.problems), problems=exc.problems)
-            return result
-        result.update(changed=False, **plan)
-        return result
+        return storage_plan(host, settings, task_vars.get("groups", {}).get("nfs_server", []), address_of)
