@@ -81,6 +81,19 @@ def path_problem(item, index, seen, *, pattern, what, shape, list_name, every):
     return None
 
 
+# A user or group: a name without blanks or colons
+ACCOUNT = re.compile(r"^[^\s:]+$")
+
+
+def account(value):
+    """value when it names a user or group (a name without blanks or colons, or a number), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    return value if isinstance(value, str) and ACCOUNT.match(value) else None
+
+
 def check_ip(value):
     """The address text when value is an IPv4 or IPv6 address, else None."""
     try:

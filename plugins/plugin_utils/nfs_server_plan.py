@@ -23,6 +23,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     PlanError,
     _json,
     _whole,
+    account,
     check_ip,
     cluster_members,
     path_problem,
@@ -49,8 +50,6 @@ KERNEL_OPTIONS = "sync,no_subtree_check,sec=sys"
 # nothing), no trailing slash, and not / itself
 EXPORT_PATH = re.compile(r'^/[^\s"\\]*[^/\s"\\]$')
 MODE = re.compile(r"^0?[0-7]{3,4}$")
-# Owner and group of an exported directory: a user or group name (or a number)
-ACCOUNT = re.compile(r"^[^\s:]+$")
 CLIENTS_EXPECTED = ("expected IP addresses or CIDRs (10.0.0.0/8, fd00::/64; a prefix no longer than the address: "
                     "/32 for IPv4, /128 for IPv6)")
 EXPORT_EXPECTED = ("Each export of nfs_server_exports is a dict of %s; see the nfs_server role's defaults/main.yml."
@@ -90,15 +89,6 @@ def _clients(label, name, value, problems):
     return [text for text in texts if text is not None]
 
 
-def _account(value):
-    """value when it names a user or group (a name without blanks or colons, or a number), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    return value if isinstance(value, str) and ACCOUNT.match(value) else None
-
-
 class _Export:
     """One entry of nfs_server_exports being checked: its problems say where they are."""
 
@@ -131,7 +121,7 @@ def _check_export(export):
     if item.get("squash", DEFAULT_SQUASH) not in SQUASH:
         export.bad("squash", "root_squash, all_squash or no_root_squash")
     for key in ("owner", "group"):
-        if key in item and _account(item[key]) is None:
+        if key in item and account(item[key]) is None:
             export.bad(key, "a user or group name (or number) for the exported directory")
     if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
         export.bad("mode", "the exported directory's mode as a quoted octal string such as '2775'")

@@ -23,6 +23,7 @@ import re
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
     _json,
+    account,
     check_ip,
     path_problem,
 )
@@ -46,8 +47,6 @@ HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 MODE = re.compile(r"^0?[0-7]{3,4}$")
 # Mount options as fstab takes them: comma-separated, no blanks
 MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
-# Owner and group of a mount point: a user or group name (or a number)
-ACCOUNT = re.compile(r"^[^\s:]+$")
 _TRUE = ("true", "yes", "on", "1", "y", "t")
 _FALSE = ("false", "no", "off", "0", "n", "f")
 MOUNT_EXPECTED = ("Each mount of shared_storage_mounts is a dict of %s; see the shared_storage role's "
@@ -99,15 +98,6 @@ def _server(value):
     return value if check_ip(value) or check_hostname(value) else None
 
 
-def _account(value):
-    """value when it names a user or group (a name without blanks or colons, or a number), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    return value if isinstance(value, str) and ACCOUNT.match(value) else None
-
-
 def _text(value):
     """value when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
@@ -152,7 +142,7 @@ def _check_globals(host, v, problems):
         bad("shared_storage_efs_region", "an AWS region such as us-east-1, or empty")
     for var in ("common_user", "common_group"):
         value = v.get(var, DEFAULT_USER)
-        if _account(value) is None:
+        if account(value) is None:
             bad(var, "a user or group name (the default owner and group of the mount points)")
 
 
@@ -171,7 +161,7 @@ def _check_mount(mount, v, nfs_servers):
     if "options" in item and not (isinstance(item["options"], str) and MOUNT_OPTIONS.match(item["options"])):
         mount.bad("options", "mount options, comma-separated, without blanks (they replace the recommended ones)")
     for key in ("owner", "group"):
-        if key in item and _account(item[key]) is None:
+        if key in item and account(item[key]) is None:
             mount.bad(key, "a user or group name for the mount point")
     if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
         mount.bad("mode", "the mount point's mode as a quoted octal string such as '0775'")
