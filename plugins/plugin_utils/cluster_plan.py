@@ -94,6 +94,20 @@ def account(value):
     return value if isinstance(value, str) and ACCOUNT.match(value) else None
 
 
+# A directory's mode, as an octal string
+MODE = re.compile(r"^0?[0-7]{3,4}$")
+
+
+def check_ownership(entry, item, what, example_mode):
+    """Names, through entry.bad(key, expected), a bad owner, group or mode of item's directory (`what`: "the mount
+    point"). The mode must be a quoted octal string: an unquoted 0775 reaches the file module as a decimal number."""
+    for key in ("owner", "group"):
+        if key in item and account(item[key]) is None:
+            entry.bad(key, "a user or group name (or number) for %s" % what)
+    if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
+        entry.bad("mode", "%s's mode as a quoted octal string such as '%s'" % (what, example_mode))
+
+
 def check_ip(value):
     """The address text when value is an IPv4 or IPv6 address, else None."""
     try:

@@ -23,8 +23,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     PlanError,
     _json,
     _whole,
-    account,
     check_ip,
+    check_ownership,
     cluster_members,
     path_problem,
 )
@@ -49,7 +49,6 @@ KERNEL_OPTIONS = "sync,no_subtree_check,sec=sys"
 # An absolute directory: no blanks, quotes or backslashes (the exports file and NFS-Ganesha's configuration quote
 # nothing), no trailing slash, and not / itself
 EXPORT_PATH = re.compile(r'^/[^\s"\\]*[^/\s"\\]$')
-MODE = re.compile(r"^0?[0-7]{3,4}$")
 CLIENTS_EXPECTED = ("expected IP addresses or CIDRs (10.0.0.0/8, fd00::/64; a prefix no longer than the address: "
                     "/32 for IPv4, /128 for IPv6)")
 EXPORT_EXPECTED = ("Each export of nfs_server_exports is a dict of %s; see the nfs_server role's defaults/main.yml."
@@ -120,11 +119,7 @@ def _check_export(export):
         export.bad("access", "rw or ro")
     if item.get("squash", DEFAULT_SQUASH) not in SQUASH:
         export.bad("squash", "root_squash, all_squash or no_root_squash")
-    for key in ("owner", "group"):
-        if key in item and account(item[key]) is None:
-            export.bad(key, "a user or group name (or number) for the exported directory")
-    if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
-        export.bad("mode", "the exported directory's mode as a quoted octal string such as '2775'")
+    check_ownership(export, item, "the exported directory", "2775")
 
 
 def _check_settings(host, v, os_family, problems):

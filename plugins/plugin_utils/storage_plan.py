@@ -25,6 +25,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     _json,
     account,
     check_ip,
+    check_ownership,
     path_problem,
 )
 
@@ -44,7 +45,6 @@ AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 # A DNS name: labels of letters, digits and inner hyphens (63 at most), the last one not all digits (a bad IPv4
 # address is not taken for a name); a trailing dot allowed
 HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-MODE = re.compile(r"^0?[0-7]{3,4}$")
 # Mount options as fstab takes them: comma-separated, no blanks
 MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
 _TRUE = ("true", "yes", "on", "1", "y", "t")
@@ -160,11 +160,7 @@ def _check_mount(mount, v, nfs_servers):
         mount.bad("state", "mounted or absent")
     if "options" in item and not (isinstance(item["options"], str) and MOUNT_OPTIONS.match(item["options"])):
         mount.bad("options", "mount options, comma-separated, without blanks (they replace the recommended ones)")
-    for key in ("owner", "group"):
-        if key in item and account(item[key]) is None:
-            mount.bad(key, "a user or group name for the mount point")
-    if "mode" in item and not (isinstance(item["mode"], str) and MODE.match(item["mode"])):
-        mount.bad("mode", "the mount point's mode as a quoted octal string such as '0775'")
+    check_ownership(mount, item, "the mount point", "0775")
     if "tls" in item and _boolean(item["tls"]) is None:
         mount.bad("tls", "true or false")
     if mount_type == "efs":
