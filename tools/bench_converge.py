@@ -12,7 +12,8 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
           by hand (head, then all workers at once, with the same settings) until Ray lists every
           node alive; the units are started again afterwards
 
-Prints a table and writes artifacts/bench-converge.json. Not a test: figures vary with the machine.
+Prints a table and writes artifacts/bench-converge-<hosts>hosts.json (tools/bench_report.py puts it in
+docs/benchmarks.md). Not a test: figures vary with the machine.
 
 Example: tools/bench_converge.py --workers 2 --reruns 3
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchinfo import stamp
+
 from sandbox import ROOT, Sandbox
 
 VENV = "/opt/rayfleet/venv"
@@ -133,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="bench")
     parser.add_argument("--keep", action="store_true", help="leave the sandbox running afterwards")
     parser.add_argument("--out", help="the JSON result (default: artifacts/bench-converge-<hosts>hosts.json)")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
 
     sb = Sandbox(args.name)
@@ -188,13 +191,10 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "converge",
-        "command": f"make bench-converge WORKERS={args.workers}",
-        "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True,
-                                 check=False).stdout.strip(),
+        **stamp("tools/bench_converge.py", argv, f"make bench-converge WORKERS={args.workers}",
+                ["--workers", str(args.workers)]),
         "hosts": len(hosts),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
-                    "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-                    "os": platform.platform(terse=True)},
+        "workers": len(workers),
         "first_run_s": round(first, 1),
         "first_run_per_role_s": roles,
         "rerun_s": [round(t, 2) for t in reruns],
@@ -208,7 +208,6 @@ def main(argv: list[str] | None = None) -> int:
         "floor_plain_ray_start_s": [round(t, 2) for t in floors],
         "floor_median_s": round(statistics.median(floors), 2),
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
     rows = [("measure", "seconds", "note"),

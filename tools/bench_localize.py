@@ -25,11 +25,9 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -37,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "library_py"))
+from benchinfo import commit, machine, utc_now  # noqa: E402
 from rayfleet import localize as lz  # noqa: E402
 from rayfleet.collective import parse_size  # noqa: E402
 
@@ -156,11 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "localize",
         "command": command(argv),
-        "commit": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                                 text=True, check=False).stdout.strip(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
-                    "os": platform.platform(terse=True)},
+        "commit": commit(),
+        "date": utc_now(),
+        "machine": machine(),
         "model": {"healthy": 1.0, "bad": [0.1, 0.3], "noise": args.noise, "ratio": args.ratio,
                   "ring_max": args.ring_max, "seed": args.seed, "setup_s": args.setup_s,
                   "pair_bytes": args.pair_bytes, "iters": args.iters, "warmup": WARMUP, "link_gbps": args.link_gbps},
