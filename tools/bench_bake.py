@@ -9,7 +9,8 @@
   verified  from the same start until site.yml on those hosts has finished (every node checked alive, the cluster
             check passed): what an operator waits for (median of --boots)
 
-Prints a table and writes artifacts/bench-bake.json. Not a test: figures vary with the machine.
+Prints a table and writes artifacts/bench-bake.json (tools/bench_report.py puts it in docs/benchmarks.md).
+Not a test: figures vary with the machine.
 
 Example: tools/bench_bake.py --workers 2 --boots 3
 """
@@ -17,19 +18,45 @@ Example: tools/bench_bake.py --workers 2 --boots 3
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bakeflow import bake, changed_tasks, package_changes, playbook, remove_image, wait_alive
 from bench_converge import BenchError, publish, run_site
+from benchinfo import stamp
 
-from sandbox import ROOT, Sandbox, build_image
+from sandbox import ROOT, Sandbox, build_image, podman
 
 IMAGE_NAME, TAG = "rayfleet-node-bench", "bench"
+GOAL_VERIFIED_S = 19.0
+GOAL_RATIO = 0.2
+
+
+def summarize(bare_s: float, bake_s: float, boots: Sequence[tuple[float, float, float]]) -> dict:
+    """The figures of one run: seconds of the bare site.yml and of bake.yml, and per boot of the baked image
+    (to Ray alive, to site.yml verified, site.yml alone), with their medians and verified / bare."""
+    alive, verified, site = ([b[i] for b in boots] for i in range(3))
+    return {
+        "bare_site_s": round(bare_s, 1),
+        "bake_s": round(bake_s, 1),
+        "boot_to_alive_s": [round(x, 1) for x in alive],
+        "boot_to_verified_s": [round(x, 1) for x in verified],
+        "site_on_baked_s": [round(x, 1) for x in site],
+        "median_boot_to_alive_s": round(statistics.median(alive), 1),
+        "median_boot_to_verified_s": round(statistics.median(verified), 1),
+        "median_site_on_baked_s": round(statistics.median(site), 1),
+        "verified_over_bare": round(statistics.median(verified) / bare_s, 3),
+    }
+
+
+def image_bytes(image: str) -> int | None:
+    """The image's size as podman reports it, None when it cannot say."""
+    proc = podman("image", "inspect", "--format", "{{.Size}}", image, check=False)
+    return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
 
 
 def boot(name: str, workers: int, image: str) -> tuple[float, float, float, dict[str, list[str]]]:
@@ -56,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--boots", type=int, default=3, help="fresh clusters booted from the image")
     parser.add_argument("--out", default=str(ROOT / "artifacts" / "bench-bake.json"))
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     image = f"localhost/{IMAGE_NAME}:{TAG}"
     build_image()
@@ -80,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         baked = time.monotonic() - start
         if proc.returncode != 0:
             raise BenchError(f"bake failed:\n{proc.stdout[-4000:]}")
+        size = image_bytes(image)
     finally:
         builder.down()
 
@@ -91,33 +120,32 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         remove_image(image)
 
-    alive = statistics.median(r[0] for r in runs)
-    verified = statistics.median(r[1] for r in runs)
-    site_only = statistics.median(r[2] for r in runs)
     packages = sorted({t for r in runs for t in package_changes(r[3])})
+    figures = summarize(bare, baked, [r[:3] for r in runs])
     result = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "benchmark": "bake",
+        **stamp("tools/bench_bake.py", argv, f"make bench-bake WORKERS={args.workers}",
+                ["--workers", str(args.workers)]),
         "hosts": args.workers + 1,
-        "bare_site_s": round(bare, 1),
-        "bake_s": round(baked, 1),
-        "boot_to_alive_s": [round(r[0], 1) for r in runs],
-        "boot_to_verified_s": [round(r[1], 1) for r in runs],
-        "site_on_baked_s": [round(r[2], 1) for r in runs],
-        "median_boot_to_alive_s": round(alive, 1),
-        "median_boot_to_verified_s": round(verified, 1),
-        "verified_over_bare": round(verified / bare, 3),
-        "goal_verified_s": 19.0,
-        "goal_ratio": 0.2,
+        "workers": args.workers,
+        "boots": args.boots,
+        "image_bytes": size,
+        **figures,
+        "goal_verified_s": GOAL_VERIFIED_S,
+        "goal_ratio": GOAL_RATIO,
         "changed_package_tasks_on_baked": packages,
     }
     rows = [
         ("measure", "seconds", "note"),
         ("bare site.yml", f"{bare:.1f}", f"{args.workers + 1} fresh bare hosts"),
         ("bake.yml", f"{baked:.1f}", "one builder, commit included"),
-        ("boot -> Ray alive", f"{alive:.1f}", "median of " + " / ".join(f"{r[0]:.1f}" for r in runs)),
-        ("boot -> site.yml verified", f"{verified:.1f}", "median of " + " / ".join(f"{r[1]:.1f}" for r in runs)),
-        ("  of which site.yml", f"{site_only:.1f}", "median of " + " / ".join(f"{r[2]:.1f}" for r in runs)),
-        ("verified / bare", f"{verified / bare:.3f}", "goal <= 0.2"),
+        ("boot -> Ray alive", f"{figures['median_boot_to_alive_s']:.1f}",
+         "median of " + " / ".join(f"{r[0]:.1f}" for r in runs)),
+        ("boot -> site.yml verified", f"{figures['median_boot_to_verified_s']:.1f}",
+         "median of " + " / ".join(f"{r[1]:.1f}" for r in runs)),
+        ("  of which site.yml", f"{figures['median_site_on_baked_s']:.1f}",
+         "median of " + " / ".join(f"{r[2]:.1f}" for r in runs)),
+        ("verified / bare", f"{figures['verified_over_bare']:.3f}", f"goal <= {GOAL_RATIO:g}"),
         ("package tasks changed", str(len(packages)), ", ".join(packages) or "none (site.yml on the baked hosts)"),
     ]
     publish(result, rows, args.out)
