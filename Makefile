@@ -167,11 +167,13 @@ bench-converge: deps venv image wheels  ## site.yml first run, idempotent and on
 	tools/bench_converge.py --workers $(WORKERS)
 	tools/bench_report.py
 
-bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to alive, boot to site.yml verified
+bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to Ray alive, to verified -> docs/benchmarks.md
 	tools/bench_bake.py --workers $(WORKERS)
+	tools/bench_report.py
 
-bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight wall time
+bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight time -> docs/benchmarks.md
 	tools/bench_collective.py --workers $(WORKERS)
+	tools/bench_report.py
 
 # Python's standard library only (rayfleet.localize on its bandwidth model): no venv, no sandbox, about a minute.
 # LOCALIZE_ARGS passes options, e.g. LOCALIZE_ARGS="--trials 100 --seed 2"

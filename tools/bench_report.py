@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Write the benchmark figures in docs/benchmarks.md from the benchmarks' JSON results in artifacts/.
 
-Each benchmark owns one section of docs/benchmarks.md, between `<!-- begin: NAME -->` and `<!-- end: NAME -->`;
-a section is rewritten when its results are in artifacts/ and left as it is otherwise, so a machine that ran one
-benchmark updates that one only. The figures are never typed by hand.
+Each benchmark owns one section of docs/benchmarks.md, between `<!-- begin: NAME -->` and `<!-- end: NAME -->`
+(a section of the same heading without these marks, written by hand before, is replaced by it). The converge and
+localize sections are rewritten when their results are in artifacts/ and left as they are otherwise. The bake and
+collective sections always come from artifacts/bench-bake.json and artifacts/bench-collective.json: without the
+file, the section says which command measures it. The figures are never typed by hand.
 
 Examples: tools/bench_report.py            (after make bench-converge WORKERS=2, 5 and 8)
-          tools/bench_report.py            (after make bench-localize)
+          tools/bench_report.py            (after make bench-localize, bench-bake or bench-collective)
+          tools/bench_report.py --doc /tmp/benchmarks.md   (a copy: see what would be written)
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ Figures measured by the `make bench-*` targets and written here by `tools/bench_
 `artifacts/`. Each section says when, on what and with which command it was measured. They vary with the machine:
 compare figures of one run, not across machines.
 """
+
+
+def measured(r: dict) -> str:
+    """The line above a result's table: when, on what, with which command, at which commit."""
+    return (f"Measured {r['date']} on {machine(r)} with `{r['command']}`"
+            + (f" at commit `{r['commit']}`" if r.get("commit") else ""))
 
 
 def machine(result: dict) -> str:
@@ -152,17 +161,150 @@ def localize_section(results: list[dict]) -> str:
     return "\n".join([*lines, ""])
 
 
+def _runs(values: list, fmt: str = ".1f") -> str:
+    return " / ".join(f"{v:{fmt}}" for v in values)
+
+
+def _bytes(size: str | int) -> str:
+    """'64M' (binary units, as rayfleet.collective's --max-bytes) -> '64 MiB'."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", str(size), re.IGNORECASE)
+    if not m:
+        return str(size)
+    return f"{m.group(1)} {m.group(2).upper()}iB" if m.group(2) else f"{m.group(1)} bytes"
+
+
+def _not_measured(target: str, artifact: str) -> list[str]:
+    return [f"Not measured yet: run `make {target}` (on the podman sandbox). It writes `artifacts/{artifact}`,",
+            "and `tools/bench_report.py` writes this section from it.", ""]
+
+
+BAKE_ABOUT = [
+    "## Baked image vs bare hosts",
+    "",
+    "`make bench-bake WORKERS=N` (writes `artifacts/bench-bake.json`): the full `site.yml` on 1 head + N workers,",
+    "fresh bare sandbox hosts; `bake.yml` on one bare builder; then, for each boot, 1 + N fresh hosts booted from",
+    "the baked image with their launch file: seconds from `podman create` until Ray's state API lists every node",
+    "alive (no Ansible involved), and until `site.yml` on them has finished (every node verified alive by the",
+    "cluster check). Seconds; medians of the boots listed.",
+    "",
+]
+
+
+def bake_section(results: list[dict]) -> str:
+    if not results:
+        return "\n".join([*BAKE_ABOUT, *_not_measured("bench-bake", "bench-bake.json")])
+    r = max(results, key=lambda x: x["date"])
+    n = r["hosts"]
+    image = f"podman commit of the {r['image_bytes'] / 1e9:.1f} GB image included" if r.get("image_bytes") \
+        else "podman commit included"
+    goal_s = f"; goal ≤ {r['goal_verified_s']:g} s" if r.get("goal_verified_s") is not None else ""
+    goal_ratio = f"goal ≤ {r['goal_ratio']:g}" if r.get("goal_ratio") is not None else ""
+    packages = r.get("changed_package_tasks_on_baked") or []
+    lines = [
+        *BAKE_ABOUT,
+        f"### {n} hosts — {r['date'][:10]}",
+        "",
+        f"{measured(r)}; {len(r['boot_to_alive_s'])} boots of the image.",
+        "",
+        "| measure | seconds | runs and notes |",
+        "|---|---|---|",
+        f"| `site.yml` on {n} bare hosts | {r['bare_site_s']:.1f} | |",
+        f"| `bake.yml` on one builder | {r['bake_s']:.1f} | {image} |",
+        f"| boot → {n} nodes alive in Ray | {r['median_boot_to_alive_s']:.1f} | {_runs(r['boot_to_alive_s'])}; "
+        "`rayfleet-launch.service` starts Ray at boot |",
+        f"| boot → `site.yml` verified | {r['median_boot_to_verified_s']:.1f} | "
+        f"{_runs(r['boot_to_verified_s'])}{goal_s} |",
+        f"| of which `site.yml` itself | {r['median_site_on_baked_s']:.1f} | {_runs(r['site_on_baked_s'])} |",
+        f"| verified / bare | {r['verified_over_bare']:.3f} | {goal_ratio} |",
+        "",
+        "Package tasks changed by `site.yml` on the baked hosts: "
+        + (", ".join(f"`{t}`" for t in packages) if packages else "none") + ".",
+        "Ray is up from boot without Ansible; the verifying `site.yml` on top pays `site.yml`'s per-task cost plus",
+        "the first-boot work that cannot be baked because it names the cluster (firewall rules, SSH trust, the",
+        "Prometheus targets).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+COLLECTIVE_ABOUT = [
+    "## Collective check vs the raw link",
+    "",
+    "`make bench-collective WORKERS=N` (writes `artifacts/bench-collective.json`): on a fresh sandbox of 1 head +",
+    "N workers converged with `site.yml` (or, with `tools/bench_collective.py --name <sandbox> --existing`, a running",
+    "sandbox as it is), iperf3 (Debian's package) between two workers one way and both ways at once (`--bidir`, per",
+    "direction), the gloo all-reduce of `rayfleet.collective` (all nodes, and the same two workers as a pair, at the",
+    "largest size), and the whole `preflight.yml`. Medians of the runs listed.",
+    "",
+]
+
+
+def collective_section(results: list[dict]) -> str:
+    if not results:
+        return "\n".join([*COLLECTIVE_ABOUT, *_not_measured("bench-collective", "bench-collective.json")])
+    r = max(results, key=lambda x: x["date"])
+    one, two = r["pair"]
+    goal = r.get("goal_pair_over_link")
+    goal_link = f"goal ≥ {goal:g}" if goal is not None else ""
+    goal_wall = f"; goal < {r['goal_preflight_s']:g} s" if r.get("goal_preflight_s") is not None else ""
+    where = f" on the running sandbox `{r['sandbox']}`, as it was" if r.get("existing") else ""
+    lines = [
+        *COLLECTIVE_ABOUT,
+        f"### {r['hosts']} hosts — {r['date'][:10]}",
+        "",
+        f"{measured(r)}{where}; {len(r['iperf3_gbytes_per_s'])} runs.",
+        "",
+        "| measure | value | runs and notes |",
+        "|---|---|---|",
+        f"| iperf3 {r['iperf3_client']} → {r['iperf3_server']} | {r['iperf3_median_gbytes_per_s']:.3f} GB/s | "
+        f"{_runs(r['iperf3_gbytes_per_s'], '.3f')}; {r['iperf3_seconds']} s each |",
+        f"| iperf3 both ways at once, per direction | "
+        f"{r['iperf3_bidir_median_gbytes_per_s_per_direction']:.3f} GB/s | "
+        f"{_runs(r['iperf3_bidir_gbytes_per_s_per_direction'], '.3f')} |",
+        f"| pair {one}-{two} busbw at {_bytes(r['max_bytes'])} | {r['pair_busbw_median_gbps']:.3f} GB/s | "
+        f"{_runs(r['pair_busbw_gbps'], '.3f')}; {r['backend']} |",
+        f"| all-nodes peak busbw ({r['ranks']} ranks) | {r['all_nodes_peak_busbw_median_gbps']:.3f} GB/s | "
+        f"{_runs(r['all_nodes_peak_busbw_gbps'], '.3f')} |",
+        f"| pair busbw / iperf3 one way | {r['pair_over_link']:.2f} | {goal_link} |",
+        f"| pair busbw / iperf3 both ways | {r['pair_over_bidir_link']:.2f} | "
+        + (f"{goal_link}: the all-reduce's own traffic pattern |" if goal_link else "the all-reduce's own traffic "
+           "pattern |"),
+        f"| all-nodes busbw / iperf3 one way | {r['all_nodes_over_link']:.2f} | |",
+        f"| `preflight.yml` wall time | {r['preflight_wall_median_s']:.1f} s | {_runs(r['preflight_wall_s'])}"
+        f"{goal_wall} |",
+        "",
+        "The ratio against one-way iperf3 is a property of the sandbox: iperf3 one way measures one TCP stream in one",
+        "direction, while a 2-rank ring all-reduce sends and receives at once (the `--bidir` baseline is that traffic",
+        "pattern) and gloo sums the halves on the CPU, which the sandbox's containers and every Ray process on them",
+        "share. On GPU hosts the comparison that matters is NCCL busbw against the floors in",
+        "[`roles/preflight/files/busbw_thresholds.yml`](../roles/preflight/files/busbw_thresholds.yml).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# name: (the results in artifacts/, the section, whether the section is written without results)
 SECTIONS = {
-    "converge": ("bench-converge-*hosts.json", converge_section),
-    "localize": ("bench-localize.json", localize_section),
+    "converge": ("bench-converge-*hosts.json", converge_section, False),
+    "bake": ("bench-bake.json", bake_section, True),
+    "collective": ("bench-collective.json", collective_section, True),
+    "localize": ("bench-localize.json", localize_section, False),
 }
 
 
 def render(doc: str, name: str, body: str) -> str:
+    """The section between its marks; in place of a hand-written section of the same heading when there are no
+    marks yet (up to the next `## ` heading or marked section); at the end otherwise."""
     block = f"<!-- begin: {name} -->\n{body.rstrip()}\n<!-- end: {name} -->"
     pattern = re.compile(rf"<!-- begin: {re.escape(name)} -->.*?<!-- end: {re.escape(name)} -->", re.S)
     if pattern.search(doc):
         return pattern.sub(lambda _m: block, doc)
+    heading = body.lstrip().splitlines()[0] if body.lstrip().startswith("## ") else None
+    if heading:
+        found = re.search(rf"^{re.escape(heading)}[ \t]*\n.*?(?=^## |^<!-- begin: |\Z)", doc, re.S | re.M)
+        if found:
+            rest = doc[found.end():]
+            return doc[:found.start()] + block + ("\n\n" + rest if rest.strip() else "\n")
     return doc.rstrip() + "\n\n" + block + "\n"
 
 
@@ -174,11 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     doc_path = Path(args.doc)
     doc = doc_path.read_text() if doc_path.exists() else HEADER
     written = []
-    for name, (pattern, section) in SECTIONS.items():
+    for name, (pattern, section, always) in SECTIONS.items():
         results = [json.loads(p.read_text()) for p in sorted(Path(args.artifacts).glob(pattern))]
         if results:
             doc = render(doc, name, section(results))
             written.append(f"{name} ({len(results)} result(s))")
+        elif always:
+            doc = render(doc, name, section(results))
+            written.append(f"{name} (no {pattern}: not measured yet)")
     doc_path.parent.mkdir(parents=True, exist_ok=True)
     doc_path.write_text(doc)
     print(f"{doc_path}: " + (", ".join(written) if written else "no results in artifacts/, nothing rewritten"))

@@ -27,7 +27,7 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     (art / "bench-converge-3hosts.json").write_text(json.dumps(result(3, 10.0)))
     (art / "bench-converge-6hosts.json").write_text(json.dumps(result(6, 13.0)))
     doc = tmp_path / "benchmarks.md"
-    doc.write_text("# Benchmarks\n\n<!-- begin: bake -->\nkept as it is\n<!-- end: bake -->\n")
+    doc.write_text("# Benchmarks\n\n<!-- begin: localize -->\nkept as it is\n<!-- end: localize -->\n")
     assert bench_report.main(["--artifacts", str(art), "--doc", str(doc)]) == 0
     text = doc.read_text()
     assert "kept as it is" in text
@@ -71,3 +71,133 @@ def test_the_localize_section_comes_from_the_bench_result(tmp_path):
     assert "| 256 | 1 | ring of 32 blocks | 5 (5) | 18 | 38 (38) | 16.7 (24.7) | 65.2 | 1000 | 0 | 0 |" in text
     assert "| 256 | 3 | 257 | 7.4 | 65.2 | 0 | 0 |" in text
     assert "5 rounds at most, 0 false positive(s): **met**." in text
+
+
+# Test data for the bake and collective sections: made-up figures in the shape the benchmarks write, not
+# measurements.
+MACHINE = {"cpus": 4, "memory_gib": 15.6, "os": "Linux-6.1-test-x86_64", "kernel": "6.1", "python": "3.11.7"}
+
+
+def bake_result() -> dict:
+    return {"benchmark": "bake", "command": "make bench-bake WORKERS=2", "commit": "bak1234",
+            "date": "2031-02-03T04:05:06Z", "machine": MACHINE, "hosts": 3, "workers": 2, "boots": 3,
+            "image_bytes": 1_612_000_000, "bare_site_s": 111.1, "bake_s": 99.9,
+            "boot_to_alive_s": [12.1, 13.2, 14.3], "boot_to_verified_s": [61.1, 62.2, 63.3],
+            "site_on_baked_s": [41.1, 42.2, 43.3], "median_boot_to_alive_s": 13.2, "median_boot_to_verified_s": 62.2,
+            "median_site_on_baked_s": 42.2, "verified_over_bare": 0.56, "goal_verified_s": 19.0, "goal_ratio": 0.2,
+            "changed_package_tasks_on_baked": []}
+
+
+def collective_result() -> dict:
+    return {"benchmark": "collective", "command": "tools/bench_collective.py --name molecule --existing",
+            "commit": "col5678", "date": "2031-02-04T07:08:09Z", "machine": MACHINE, "sandbox": "molecule",
+            "existing": True, "hosts": 3, "workers": 2, "ranks": 3, "runs": 3, "backend": "gloo",
+            "max_bytes": "64M", "iperf3_seconds": 5, "iperf3_client": "worker2", "iperf3_server": "worker1",
+            "pair": ["worker1", "worker2"],
+            "iperf3_gbytes_per_s": [2.111, 2.222, 2.333], "iperf3_median_gbytes_per_s": 2.222,
+            "iperf3_bidir_gbytes_per_s_per_direction": [1.411, 1.422, 1.433],
+            "iperf3_bidir_median_gbytes_per_s_per_direction": 1.422,
+            "pair_busbw_gbps": [0.911, 0.922, 0.933], "pair_busbw_median_gbps": 0.922,
+            "all_nodes_peak_busbw_gbps": [0.811, 0.822, 0.833], "all_nodes_peak_busbw_median_gbps": 0.822,
+            "pair_over_link": 0.415, "pair_over_bidir_link": 0.648, "all_nodes_over_link": 0.37,
+            "preflight_wall_s": [23.1, 24.2, 25.3], "preflight_wall_median_s": 24.2,
+            "goal_pair_over_link": 0.7, "goal_preflight_s": 60.0, "last_sweep": []}
+
+
+HAND_WRITTEN = """# Benchmarks
+
+## Baked image vs bare hosts
+
+Copied by hand: 183.4
+
+## Collective check vs the raw link
+
+Copied by hand: 1.863 GB/s
+
+## NVML in-process vs `nvidia-smi`
+
+kept as it is
+"""
+
+
+def _report(tmp_path, results: dict, doc_text: str = HAND_WRITTEN) -> str:
+    art = tmp_path / "artifacts"
+    art.mkdir(exist_ok=True)
+    for name, data in results.items():
+        (art / name).write_text(json.dumps(data))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(doc_text)
+    assert bench_report.main(["--artifacts", str(art), "--doc", str(doc)]) == 0
+    return doc.read_text()
+
+
+def test_the_bake_section_comes_from_its_result(tmp_path):
+    text = _report(tmp_path, {"bench-bake.json": bake_result()})
+    bake = text.split("<!-- begin: bake -->")[1].split("<!-- end: bake -->")[0]
+    assert "## Baked image vs bare hosts" in bake and "### 3 hosts — 2031-02-03" in bake
+    assert ("Measured 2031-02-03T04:05:06Z on 4 CPUs, 15.6 GiB, Linux-6.1-test-x86_64, Python 3.11.7 with "
+            "`make bench-bake WORKERS=2` at commit `bak1234`; 3 boots of the image.") in bake
+    assert "| `site.yml` on 3 bare hosts | 111.1 | |" in bake
+    assert "| `bake.yml` on one builder | 99.9 | podman commit of the 1.6 GB image included |" in bake
+    assert "| boot → 3 nodes alive in Ray | 13.2 | 12.1 / 13.2 / 14.3;" in bake
+    assert "| boot → `site.yml` verified | 62.2 | 61.1 / 62.2 / 63.3; goal ≤ 19 s |" in bake
+    assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3 |" in bake
+    assert "| verified / bare | 0.560 | goal ≤ 0.2 |" in bake
+    assert "Package tasks changed by `site.yml` on the baked hosts: none." in bake
+    # the hand-copied figures are gone, the section is there once, and the next sections are kept
+    assert "Copied by hand: 183.4" not in text and text.count("## Baked image vs bare hosts") == 1
+    assert "Copied by hand: 1.863 GB/s" not in text  # no result: the collective section says how to measure it
+    assert "## NVML in-process vs `nvidia-smi`\n\nkept as it is\n" in text
+
+
+def test_the_collective_section_comes_from_its_result(tmp_path):
+    text = _report(tmp_path, {"bench-collective.json": collective_result()})
+    coll = text.split("<!-- begin: collective -->")[1].split("<!-- end: collective -->")[0]
+    assert "## Collective check vs the raw link" in coll and "### 3 hosts — 2031-02-04" in coll
+    assert ("Measured 2031-02-04T07:08:09Z on 4 CPUs, 15.6 GiB, Linux-6.1-test-x86_64, Python 3.11.7 with "
+            "`tools/bench_collective.py --name molecule --existing` at commit `col5678` on the running sandbox "
+            "`molecule`, as it was; 3 runs.") in coll
+    assert "| iperf3 worker2 → worker1 | 2.222 GB/s | 2.111 / 2.222 / 2.333; 5 s each |" in coll
+    assert "| iperf3 both ways at once, per direction | 1.422 GB/s | 1.411 / 1.422 / 1.433 |" in coll
+    assert "| pair worker1-worker2 busbw at 64 MiB | 0.922 GB/s | 0.911 / 0.922 / 0.933; gloo |" in coll
+    assert "| all-nodes peak busbw (3 ranks) | 0.822 GB/s | 0.811 / 0.822 / 0.833 |" in coll
+    assert "| pair busbw / iperf3 one way | 0.41 | goal ≥ 0.7 |" in coll  # 0.415 shown to two places
+    assert "| pair busbw / iperf3 both ways | 0.65 | goal ≥ 0.7: the all-reduce's own traffic pattern |" in coll
+    assert "| all-nodes busbw / iperf3 one way | 0.37 | |" in coll
+    assert "| `preflight.yml` wall time | 24.2 s | 23.1 / 24.2 / 25.3; goal < 60 s |" in coll
+    assert "Copied by hand" not in text and "kept as it is" in text
+
+
+def test_without_their_results_the_sections_say_which_command_measures_them(tmp_path):
+    text = _report(tmp_path, {})
+    bake = text.split("<!-- begin: bake -->")[1].split("<!-- end: bake -->")[0]
+    coll = text.split("<!-- begin: collective -->")[1].split("<!-- end: collective -->")[0]
+    assert "Not measured yet: run `make bench-bake` (on the podman sandbox). It writes `artifacts/bench-bake.json`" \
+        in bake
+    assert "Not measured yet: run `make bench-collective`" in coll and "`artifacts/bench-collective.json`" in coll
+    assert "Copied by hand" not in text and "|" not in bake + coll  # no table, old or new
+    assert text.index("## Baked image") < text.index("## Collective check") < text.index("## NVML")
+
+
+def test_a_new_result_replaces_the_generated_section_and_a_missing_one_empties_it(tmp_path):
+    first = _report(tmp_path, {"bench-bake.json": bake_result(), "bench-collective.json": collective_result()})
+    second = dict(bake_result(), date="2031-03-01T00:00:00Z", bare_site_s=222.2)
+    again = _report(tmp_path, {"bench-bake.json": second}, first)
+    assert again.count("<!-- begin: bake -->") == 1 and again.count("## Baked image vs bare hosts") == 1
+    assert "### 3 hosts — 2031-03-01" in again and "| `site.yml` on 3 bare hosts | 222.2 | |" in again
+    assert "111.1" not in again
+    (tmp_path / "artifacts" / "bench-collective.json").unlink()
+    gone = _report(tmp_path, {}, again)
+    assert "2.222 GB/s" not in gone and "Not measured yet: run `make bench-collective`" in gone
+    assert gone.count("<!-- begin: collective -->") == 1
+
+
+def test_a_doc_without_these_sections_gets_them_at_the_end(tmp_path):
+    text = _report(tmp_path, {"bench-bake.json": bake_result()}, "# Benchmarks\n")
+    assert text.startswith("# Benchmarks\n\n<!-- begin: bake -->\n## Baked image vs bare hosts")
+    assert text.rstrip().endswith("<!-- end: collective -->")
+
+
+def test_sizes_are_written_in_binary_units():
+    assert bench_report._bytes("64M") == "64 MiB" and bench_report._bytes("1G") == "1 GiB"
+    assert bench_report._bytes("4096") == "4096 bytes" and bench_report._bytes("lots") == "lots"
