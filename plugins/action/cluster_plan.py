@@ -5,30 +5,37 @@
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     HEALTH_VARS,
     PORT_VARS,
+    SETTING_DEFAULTS,
+    SETTING_VARS,
     cluster_members,
     host_plan,
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
-HOST_VARS = ("ray_node_role", "ray_node_ip", "ray_version", "ray_auth_mode", "ray_cluster_name", "ray_runtime",
-             "ray_num_cpus", "ray_num_gpus", "ray_object_store_memory", "ray_temp_dir", "ray_node_instances",
-             "ray_node_instance_slots", "ray_node_instance_port_step", *PORT_VARS.values(), *HEALTH_VARS)
+HOST_VARS = ("ray_node_role", "ray_node_ip", "ray_version", "ray_auth_mode", "ray_num_cpus", "ray_num_gpus",
+             "ray_object_store_memory", "ray_temp_dir", "ray_node_instances", "ray_node_instance_slots",
+             "ray_node_instance_port_step", *PORT_VARS.values(), *SETTING_VARS, *HEALTH_VARS)
 
 
 class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*HOST_VARS, "left_out"))
 
     def plan(self, host, args, task_vars, result):
-        settings = {name: args.get(name) for name in HOST_VARS if name not in HEALTH_VARS}
+        # an optional argument the task leaves out reads as the role's default (the ray role gives every one)
+        settings = {name: args.get(name, SETTING_DEFAULTS.get(name)) for name in HOST_VARS if name not in HEALTH_VARS}
         # the health timer's variables are checked when the task gives them (the ray role does)
         settings.update((name, args[name]) for name in HEALTH_VARS if name in args)
         groups = task_vars.get("groups", {})
         hostvars = task_vars.get("hostvars", {})
-        mine = host_plan(host, settings, task_vars.get("group_names", []))
+        # the token's path and the image archive are the controller's (the action runs there)
+        mine = host_plan(host, settings, task_vars.get("group_names", []), is_file=os.path.isfile,
+                         is_dir=os.path.isdir)
 
         def hostvars_of(name):
             if name == host:  # this host's own values as the role sees them (with the role's defaults)

@@ -19,6 +19,12 @@ description:
     before anything changes on any host.
   - IP addresses are checked with Python's C(ipaddress); C(ray_version) must be a PEP 440 release, at least 2.52 when
     C(ray_auth_mode) is C(token) (older Ray ignores token authentication).
+  - It checks the role's other settings that need no look at the host too - the token's path, the cluster's name, a
+    worker's head address, the stop drain and liveness timings, the preemption watcher, the dashboard's metrics URLs
+    and, with O(ray_runtime=container), the container settings, the container's GPUs and the NVIDIA Container
+    Toolkit's key pin. O(ray_auth_token_path) and O(ray_container_image_archive) are looked up on the controller.
+  - The ray role (its C(tasks/plan.yml)) gives every option; one a task leaves out reads as its default here, the
+    role's default.
   - The ray role runs it in its validate step and registers the result; its tasks, the cluster check and the
     preflight read it.
 version_added: "0.1.0"
@@ -41,14 +47,100 @@ options:
     description: C(token) or C(disabled).
     type: str
     required: true
+  ray_auth_token_path:
+    description:
+      - The controller's file of the cluster's Ray token, an absolute path that is not a directory.
+      - Required with O(ray_auth_mode=token); not read with C(disabled).
+    type: str
   ray_cluster_name:
-    description: The cluster's name in unit and file names (empty for the host's one unnamed cluster).
+    description:
+      - The cluster's name in unit and file names - lowercase letters, digits and C(-), starting with a letter or
+        digit, at most 31 - or empty for the host's one unnamed cluster.
+    type: str
+    default: ""
+  ray_head_address:
+    description:
+      - The head as a worker reaches it, a host name or IP address. Required on a worker unless O(ray_state=baked);
+        not read on the head.
+    type: str
+  ray_state:
+    description: C(started), C(stopped), C(restarted) or C(baked) (not with O(ray_runtime=container)).
+    type: str
+    default: started
+  ray_stop_drain_s:
+    description: Seconds a stopping worker drains, a whole number of at least 0.
+    type: raw
+    default: 20
+  ray_liveness_check_interval_s:
+    description: Seconds between a raylet's checks that the GCS still knows its node, a whole number of at least 1.
+    type: raw
+    default: 5
+  ray_preemption_provider:
+    description: C(aws) or C(gcp), the cloud whose interruption notice the preemption watcher polls.
+    type: str
+    default: aws
+  ray_preemption_metadata_url:
+    description: The preemption watcher's metadata endpoint, C(http(s)://host[:port]), or empty for the provider's own.
+    type: str
+    default: ""
+  ray_preemption_interval_s:
+    description: Seconds between the preemption watcher's polls, a whole number of at least 1.
+    type: raw
+    default: 5
+  ray_dashboard_prometheus_url:
+    description: The Prometheus the head's dashboard reads, an C(http(s)://) URL, or empty.
+    type: str
+    default: ""
+  ray_dashboard_grafana_url:
+    description: The Grafana the head's dashboard embeds, an C(http(s)://) URL, or empty.
+    type: str
+    default: ""
+  ray_dashboard_grafana_iframe_url:
+    description: Grafana's address as the browser reaches it, an C(http(s)://) URL, or empty.
     type: str
     default: ""
   ray_runtime:
     description: C(host) or C(container).
     type: str
     default: host
+  ray_container_engine:
+    description: C(podman) or C(docker) (read with O(ray_runtime=container), as are the other C(ray_container_*)).
+    type: str
+    default: podman
+  ray_container_image:
+    description: The node image, C(registry/name:tag) in lowercase; required with O(ray_runtime=container).
+    type: str
+    default: ""
+  ray_container_image_archive:
+    description: An image archive file on the controller, or empty.
+    type: str
+    default: ""
+  ray_container_pull:
+    description: C(missing) or C(always).
+    type: str
+    default: missing
+  ray_container_python:
+    description: The command of the image's Python (one word of letters, digits, C(.), C(_), C(/) and C(-)).
+    type: str
+    default: python
+  ray_container_shm_size_mb:
+    description: The container's C(/dev/shm) in MiB, a whole number, or null.
+    type: raw
+  ray_container_gpus:
+    description:
+      - C(all), or a list of the host's GPU indices or UUIDs, each once; a list of GPUs only on hosts of group C(gpu).
+    type: raw
+    default: all
+  ray_container_nvidia_key_url:
+    description: Where the NVIDIA Container Toolkit's signing key is fetched (named in the fingerprint's message).
+    type: str
+    default: https://nvidia.github.io/libnvidia-container/gpgkey
+  ray_container_nvidia_key_fingerprint:
+    description:
+      - The fingerprint that key must have, 40 hex digits (or 64 for a version 5 or 6 key), spaces allowed; read on
+        hosts of group C(gpu) with O(ray_runtime=container).
+    type: raw
+    default: C95B321B61E88C1809C4F759DDCAE044F796ECB0
   ray_num_cpus:
     description: CPUs Ray offers on the node (null - what Ray detects).
     type: raw
@@ -138,18 +230,29 @@ options:
   ray_health_textfile_dir:
     description: Node exporter's textfile collector directory (absolute).
     type: raw
+  left_out:
+    description:
+      - The hosts this run goes on without (unreachable). They stay members of the cluster with their nodes expected,
+        but the run does not wait for their nodes.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""
+# the other options as the ray role's defaults; the host is in group gpu (its instances name GPUs)
 - name: Plan the Ray nodes (the ray role's tasks/plan.yml passes every variable it reads)
   rayfleet.cluster.cluster_plan:
     ray_node_role: worker
     ray_node_ip: 10.0.0.5
     ray_version: "2.60.0"
     ray_auth_mode: token
+    ray_auth_token_path: /srv/rayfleet/credentials/ray_auth_token
+    ray_head_address: 10.0.0.1
     ray_runtime: container
+    ray_container_image: registry.example.com/ray-node:2.60.0
     ray_temp_dir: /tmp/ray
     ray_node_instances: [{name: gpu0, gpus: [0]}, {name: gpu1, gpus: [1]}]
     ray_node_instance_port_step: 100

@@ -5,7 +5,9 @@
 
 Pure Python on the controller (the ``rayfleet.cluster.cluster_plan`` action calls it); roles and playbooks read the
 result instead of deriving the cluster's shape themselves. Every error names the variable and the host, and says
-what was expected: the action fails before anything changes.
+what was expected: the action fails before anything changes. The same step checks the ray role's other settings that
+need no look at the host (the token, the cluster's name, a worker's head address, the timings, the preemption
+watcher, the dashboard's metrics URLs, the container settings), each bad one in a message of its own.
 
 A host runs one Ray node, or several (``ray_node_instances``, container workers): the instance in slot *s* (its
 ``slot``, else its place in the list) gets the single node's ports + *s* x ``ray_node_instance_port_step``, the
@@ -17,7 +19,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
+
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
 # The ports every node of a host opens itself (shifted per instance slot); the others are the head's or the range.
 SHIFTED_PORTS = ("object_manager", "node_manager", "dashboard_agent_grpc", "runtime_env_agent", "metrics_export",
@@ -241,6 +246,184 @@ def _health_problems(host, v):
     return out
 
 
+# A cluster's name in its hosts' unit and file names
+CLUSTER_NAME = re.compile(r"([a-z0-9][a-z0-9-]{0,30})?")
+# A container image reference (registry/name:tag or @digest), lowercase; and the command that runs Python in it
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:@-]*")
+COMMAND = re.compile(r"[A-Za-z0-9._/-]+")
+# http(s)://host[:port][/path]: the host a name, an IPv4 address or an IPv6 address in brackets; no blanks anywhere
+HTTP_URL = re.compile(r"https?://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+                      r"(?::(?P<port>[0-9]{1,5}))?(?P<path>/\S*)?")
+RAY_STATES = ("started", "stopped", "restarted", "baked")
+DASHBOARD_URL_VARS = ("ray_dashboard_prometheus_url", "ray_dashboard_grafana_url", "ray_dashboard_grafana_iframe_url")
+# The task's optional arguments and what the plan reads when a task leaves one out (the ray role's defaults, where
+# those are plain values; the role's tasks/plan.yml gives every one)
+SETTING_DEFAULTS = {
+    "ray_cluster_name": "",
+    "ray_runtime": "host",
+    "ray_state": "started",
+    "ray_stop_drain_s": 20,
+    "ray_liveness_check_interval_s": 5,
+    "ray_preemption_provider": "aws",
+    "ray_preemption_metadata_url": "",
+    "ray_preemption_interval_s": 5,
+    "ray_dashboard_prometheus_url": "",
+    "ray_dashboard_grafana_url": "",
+    "ray_dashboard_grafana_iframe_url": "",
+    "ray_container_engine": "podman",
+    "ray_container_image": "",
+    "ray_container_image_archive": "",
+    "ray_container_pull": "missing",
+    "ray_container_python": "python",
+    "ray_container_shm_size_mb": None,
+    "ray_container_gpus": "all",
+    "ray_container_nvidia_key_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
+    "ray_container_nvidia_key_fingerprint": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+}
+# The settings checked besides those of the nodes' shape: the optional ones above, the token's path (read with token
+# authentication) and a worker's head address
+SETTING_VARS = ("ray_auth_token_path", "ray_head_address", *SETTING_DEFAULTS)
+
+
+def _matches(pattern, value):
+    """Whether value is a string that pattern matches whole (no trailing newline either)."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def http_url(value, path=True):
+    """Whether value is an http(s):// URL: a host name, an IPv4 address or a bracketed IPv6 address, an optional port
+    1-65535, and (path) an optional path, else at most a "/"; ASCII, no blanks, no user name."""
+    matched = HTTP_URL.fullmatch(value) if isinstance(value, str) and value.isascii() else None
+    if matched is None or (matched.group("path") and not path and matched.group("path") != "/"):
+        return False
+    host, port = matched.group("host"), matched.group("port")
+    if port is not None and not 1 <= int(port) <= 65535:
+        return False
+    if host.startswith("["):
+        return check_ip(host[1:-1]) is not None and ":" in host
+    # a host written as digits and dots is an IPv4 address
+    return not re.match(r"^[0-9.]+$", host) or check_ip(host) is not None
+
+
+def _one_of(value, choices):
+    return isinstance(value, str) and value in choices
+
+
+def _token_problems(v, is_dir):
+    """(variable, expected) of the token settings: the mode, and the token's path on the controller."""
+    mode = v.get("ray_auth_mode")
+    if not _one_of(mode, ("token", "disabled")):
+        return [("ray_auth_mode", "token or disabled")]
+    path = v.get("ray_auth_token_path")
+    if mode == "token" and not (isinstance(path, str) and path.startswith("/") and not is_dir(path)):
+        return [("ray_auth_token_path", "the absolute path on the controller of the file that holds the cluster's "
+                 "Ray token (made there once; read with ray_auth_mode token), not a directory")]
+    return []
+
+
+def _service_problems(v, role):
+    """(variable, expected) of the cluster's name, the head's address and the node service's timings."""
+    out = []
+    if not _one_of(v.get("ray_state"), RAY_STATES):
+        out.append(("ray_state", "started, stopped, restarted or baked"))
+    name = v.get("ray_cluster_name")
+    if not _matches(CLUSTER_NAME, name):
+        out.append(("ray_cluster_name", "lowercase letters, digits and '-', starting with a letter or digit, at most "
+                    "31, or empty for the host's one unnamed cluster"))
+    head = v.get("ray_head_address")
+    if (role == "worker" and v.get("ray_state") != "baked"
+            and not (isinstance(head, str) and head.strip() and not any(c.isspace() for c in head))):
+        out.append(("ray_head_address", "the head's host name or IP address (by default the ray_node_ip of the host "
+                    "in the ray_head group - is that group empty?)"))
+    if _whole(v.get("ray_stop_drain_s")) is None:
+        out.append(("ray_stop_drain_s", "whole seconds, at least 0"))
+    if _whole(v.get("ray_liveness_check_interval_s"), 1) is None:
+        out.append(("ray_liveness_check_interval_s", "whole seconds, at least 1"))
+    return out
+
+
+def _preemption_problems(v):
+    """(variable, expected) of the preemption watcher's settings (checked whether the watcher runs or not)."""
+    out = []
+    if not _one_of(v.get("ray_preemption_provider"), ("aws", "gcp")):
+        out.append(("ray_preemption_provider", "aws or gcp"))
+    url = v.get("ray_preemption_metadata_url")
+    if not (url == "" or http_url(url, path=False)):
+        out.append(("ray_preemption_metadata_url", "empty for the provider's own endpoint, or http(s)://host[:port]"))
+    if _whole(v.get("ray_preemption_interval_s"), 1) is None:
+        out.append(("ray_preemption_interval_s", "whole seconds between polls, at least 1"))
+    return out
+
+
+def _dashboard_problems(v):
+    """(variable, expected) of the metrics addresses the head's dashboard reads."""
+    return [(var, "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty") for var in DASHBOARD_URL_VARS
+            if not (v.get(var) == "" or http_url(v.get(var)))]
+
+
+def _gpu_list_problem(gpus, is_gpu_host):
+    """What ray_container_gpus must be when it is wrong, else None."""
+    expected = "all, or a list of this host's GPU indices or UUIDs (GPU-... or MIG-...), each once"
+    if gpus == "all":
+        return None
+    if isinstance(gpus, (str, bytes, dict)) or not isinstance(gpus, (list, tuple)):
+        return expected
+    items = [str(gpu) for gpu in gpus if not isinstance(gpu, (bool, dict, list))]
+    if len(items) != len(gpus) or not all(GPU_ID.match(gpu) for gpu in items) or len(set(items)) != len(items):
+        return expected
+    if items and not is_gpu_host:
+        return expected + " - and this host is not in group gpu, so it has no GPUs to give: leave it all or []"
+    return None
+
+
+def _container_problems(v, is_gpu_host, is_file):
+    """(variable, expected) of the container settings: checked with ray_runtime container only."""
+    runtime = v.get("ray_runtime")
+    if not _one_of(runtime, ("host", "container")):
+        return [("ray_runtime", "host or container")]
+    if runtime != "container":
+        return []
+    out = []
+    if not _one_of(v.get("ray_container_engine"), ("podman", "docker")):
+        out.append(("ray_container_engine", "podman or docker"))
+    image = v.get("ray_container_image")
+    if not _matches(IMAGE, image):
+        out.append(("ray_container_image", "the node image, registry/name:tag in lowercase (required with "
+                    "ray_runtime container)"))
+    if not _one_of(v.get("ray_container_pull"), ("missing", "always")):
+        out.append(("ray_container_pull", "missing or always"))
+    archive = v.get("ray_container_image_archive")
+    if not (archive == "" or (isinstance(archive, str) and is_file(archive))):
+        out.append(("ray_container_image_archive", "empty, or an image archive file on the controller (podman save "
+                    "or docker save)"))
+    python = v.get("ray_container_python")
+    if not _matches(COMMAND, python):
+        out.append(("ray_container_python", "the command of the image's Python, one word of letters, digits, '.', "
+                    "'_', '/' and '-'"))
+    if v.get("ray_container_shm_size_mb") is not None and _whole(v.get("ray_container_shm_size_mb")) is None:
+        out.append(("ray_container_shm_size_mb", "MiB, a whole number, or null for the object store's size + 1024"))
+    if v.get("ray_state") == "baked":
+        out.append(("ray_state", "started, stopped or restarted with ray_runtime container (a baked image runs Ray on "
+                    "the host: bake with ray_runtime host)"))
+    gpus = _gpu_list_problem(v.get("ray_container_gpus"), is_gpu_host)
+    if gpus:
+        out.append(("ray_container_gpus", gpus))
+    if is_gpu_host and pinned_fingerprint(v.get("ray_container_nvidia_key_fingerprint")) is None:
+        out.append(("ray_container_nvidia_key_fingerprint", "the fingerprint of the signing key (%s) of the NVIDIA "
+                    "Container Toolkit, which a GPU host with ray_runtime container installs, checked against it "
+                    "before apt trusts it: 40 hex digits, or 64 for a version 5 or 6 key; spaces allowed"
+                    % v.get("ray_container_nvidia_key_url")))
+    return out
+
+
+def _settings_problems(host, v, groups, role, *, is_file, is_dir):
+    """The problems of the settings the plan checks but does not plan with: one per bad variable, naming it, its
+    value and what was expected."""
+    found = (_token_problems(v, is_dir) + _service_problems(v, role) + _preemption_problems(v)
+             + _dashboard_problems(v) + _container_problems(v, "gpu" in groups, is_file))
+    return ["ray on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected) for var, expected in found]
+
+
 INSTANCES_EXPECTED = (
     "Expected a list of {name, gpus[, slot]} (name: lowercase letters and digits, at most 15, not head or worker, "
     "each once; gpus: this host's GPU indices or UUIDs, on hosts of group gpu only, no GPU in two instances; slot: 0 "
@@ -249,10 +432,13 @@ INSTANCES_EXPECTED = (
     "whole number >= 1. Nothing was changed.")
 
 
-def host_plan(host, v, groups=()):
+def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdir):
     """The plan of one host's Ray nodes from its ray_* variables (v), checked; raises PlanError naming each problem.
 
-    groups: the host's group names (group gpu decides whether instances may name GPUs)."""
+    groups: the host's group names (group gpu decides whether instances and the container may name GPUs, and whether
+    the NVIDIA Container Toolkit's key pin is read).
+    is_file(path), is_dir(path): whether path is a file, a directory on the controller (ray_container_image_archive,
+    ray_auth_token_path)."""
     problems = []
     role = v.get("ray_node_role")
     if role not in ("head", "worker"):
@@ -288,6 +474,7 @@ def host_plan(host, v, groups=()):
         problems.append("ray on %s: ray_node_instances %s - %s. %s" % (
             host, _json(v.get("ray_node_instances")), "; ".join(instance_problems), INSTANCES_EXPECTED))
     problems += _health_problems(host, v)
+    problems += _settings_problems(host, v, groups, role, is_file=is_file, is_dir=is_dir)
     base = {}
     for name, var in PORT_VARS.items():
         port = _whole(v.get(var))

@@ -18,7 +18,7 @@ import os
 import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, _whole
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import normalize_fingerprint
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
 __all__ = ["GRAFANA_KEYS", "PlanError", "monitoring_plan", "parse_listen"]
 
@@ -29,7 +29,6 @@ GRAFANA_VERSION = re.compile(r"^[0-9A-Za-z.+~-]*$")
 # A package version with its optional epoch (e.g. 1:4.6.0-1), or empty: the repository's newest
 PACKAGE_VERSION = re.compile(r"^([0-9]+:)?[0-9A-Za-z.+~-]*$")
 CUDA_MAJOR = re.compile(r"^([0-9]{2})?$")
-FINGERPRINT = re.compile(r"^([0-9A-F]{40}|[0-9A-F]{64})$")
 # Grafana's repository signing key per package manager: the variable pinning its fingerprint and where it is fetched
 # (Debian-family hosts use apt's, every other family dnf's)
 GRAFANA_KEYS = {
@@ -148,9 +147,8 @@ def _check_grafana_key(v, os_family, problem):
         return None
     key = dict(GRAFANA_KEYS["apt" if os_family == "Debian" else "dnf"])
     value = v.get(key["var"])
-    # a string; a number is read as its digits (YAML reads an unquoted all-digit fingerprint as one)
-    pin = normalize_fingerprint(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-    if pin is None or not FINGERPRINT.match(pin):
+    pin = pinned_fingerprint(value)
+    if pin is None:
         problem("Grafana from Grafana's repository needs the fingerprint of its signing key (%s) in %s; it is %s "
                 "(expected 40 hex digits, or 64 for a version 5 or 6 key; spaces allowed). Set it to the fingerprint "
                 "Grafana publishes for that key, or to the one `gpg --show-keys` prints for a copy you trust; the key "

@@ -18,13 +18,15 @@ import binascii
 import hashlib
 import re
 
-__all__ = ["OpenPGPError", "fingerprints", "normalize_fingerprint"]
+__all__ = ["OpenPGPError", "fingerprints", "normalize_fingerprint", "pinned_fingerprint"]
 
 _BLOCK = re.compile(
     r"-----BEGIN PGP PUBLIC KEY BLOCK-----[ \t]*\r?\n(?P<body>.*?)-----END PGP PUBLIC KEY BLOCK-----", re.S)
 _HEADER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
 _PUBLIC_KEY, _SECRET_KEY, _SECRET_SUBKEY = 6, 5, 7
 _CRC24_INIT, _CRC24_POLY = 0xB704CE, 0x1864CFB
+# A pinned fingerprint, normalized: 40 hex digits (a version 4 key) or 64 (version 5 or 6)
+_PIN = re.compile(r"^([0-9A-F]{40}|[0-9A-F]{64})$")
 
 
 class OpenPGPError(ValueError):
@@ -34,6 +36,16 @@ class OpenPGPError(ValueError):
 def normalize_fingerprint(value) -> str:
     """A fingerprint as the operator may write it (spaces, lower case) in the form fingerprints() returns."""
     return re.sub(r"\s+", "", str(value or "")).upper()
+
+
+def pinned_fingerprint(value):
+    """The pin of a variable that pins a signing key's fingerprint, normalized (no spaces, upper case), or None when
+    it is not 40 or 64 hex digits. A string; a number is read as its digits (YAML reads an unquoted all-digit
+    fingerprint as one)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    pin = normalize_fingerprint(value)
+    return pin if _PIN.match(pin) else None
 
 
 def _crc24(data: bytes) -> int:

@@ -52,6 +52,13 @@ def _settings_mtimes(host) -> str:
          ['ray_node_ip on {sandbox}-worker1 is \\"cafe\\"; expected this host\'s IP address']),
         (["-e", "ray_version=2.51.1"],
          ["ray on {sandbox}-head: ray_version 2.51.1 with ray_auth_mode token", "Expected ray_version >= 2.52"]),
+        # the settings checked besides the nodes' shape: one message per variable, every one at once
+        (["-e", '{"ray_stop_drain_s": -1, "ray_preemption_metadata_url": "http://meta data", '
+                '"ray_dashboard_grafana_url": "grafana:3000"}'],
+         ["ray on {sandbox}-head: ray_stop_drain_s is -1; expected whole seconds, at least 0.",
+          'ray on {sandbox}-worker1: ray_preemption_metadata_url is \\"http://meta data\\"; expected empty for the '
+          "provider's own endpoint, or http(s)://host[:port].",
+          'ray on {sandbox}-head: ray_dashboard_grafana_url is \\"grafana:3000\\"; expected an http(s):// URL']),
         (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=mnt/checkpoints"],
          ['checkpoint_store on {sandbox}-worker1: checkpoint_store_path is \\"mnt/checkpoints\\" with '
           "checkpoint_store_backend shared; expected an absolute, normalized path"]),
@@ -67,8 +74,9 @@ def _settings_mtimes(host) -> str:
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "nfs-export-clients", "node-instances", "node-instance-slots",
-         "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "checkpoint-path-relative",
-         "checkpoint-path-system-dir", "firewall-sources-and-range", "monitoring-listen-port"],
+         "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "ray-settings",
+         "checkpoint-path-relative", "checkpoint-path-system-dir", "firewall-sources-and-range",
+         "monitoring-listen-port"],
 )
 def test_bad_variable_fails_before_changes(host, extra, expected):
     ip = node_ip(host)

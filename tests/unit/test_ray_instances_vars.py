@@ -46,6 +46,9 @@ def planned(extra: dict) -> dict:
     rendered.setdefault("ray_runtime", "host")
     if rendered.get("ray_node_instances"):
         rendered["ray_runtime"] = "container"
+    rendered.update({"ray_head_address": "10.0.0.1", "ray_auth_token_path": "/srv/rayfleet/credentials/ray_auth_token",
+                     "ray_dashboard_prometheus_url": "http://127.0.0.1:9090", "ray_dashboard_grafana_url": "",
+                     "ray_dashboard_grafana_iframe_url": "", "ray_container_image": "registry.example.com/ray:2.60.0"})
     gpu_host = any(i.get("gpus") for i in rendered.get("ray_node_instances") or [])
     return host_plan("w", rendered, ["ray_worker", "gpu"] if gpu_host else ["ray_worker"])
 

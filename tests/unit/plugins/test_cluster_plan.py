@@ -20,9 +20,14 @@ DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
 
 
 def worker(**extra) -> dict:
-    """A worker's ray_* variables as the plan gets them (the role's defaults, rendered)."""
+    """A worker's ray_* variables as the plan gets them (the role's defaults, rendered; an image for the cases that
+    run Ray in containers)."""
     return {**DEFAULTS, "ray_node_role": "worker", "ray_node_ip": "10.0.0.5", "ray_temp_dir": "/tmp/ray",
-            "ray_cluster_name": "", **extra}
+            "ray_cluster_name": "", "ray_head_address": "10.0.0.1",
+            "ray_auth_token_path": "/srv/rayfleet/credentials/ray_auth_token",
+            "ray_dashboard_prometheus_url": "http://127.0.0.1:9090", "ray_dashboard_grafana_url": "",
+            "ray_dashboard_grafana_iframe_url": "", "ray_container_image": "registry.example.com/ray-node:2.60.0",
+            **extra}
 
 
 def problems(extra: dict, groups=("ray_worker",)) -> str:

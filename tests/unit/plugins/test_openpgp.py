@@ -18,6 +18,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import (
     OpenPGPError,
     fingerprints,
     normalize_fingerprint,
+    pinned_fingerprint,
 )
 
 FILES = Path(__file__).resolve().parents[1] / "files" / "openpgp"
@@ -135,6 +136,15 @@ def test_a_block_without_a_public_key_is_refused():
     ONE, ONE.lower(), "A179 99DC E731 9200 33CD  481C 7E57 E368 0B9B 3E24", f" {ONE}\n"])
 def test_a_pin_may_be_written_with_spaces_and_in_lower_case(written):
     assert normalize_fingerprint(written) == ONE
+
+
+@pytest.mark.parametrize(("value", "pin"), [
+    (ONE, ONE), ("a179 99dc e731 9200 33cd  481c 7e57 e368 0b9b 3e24", ONE), ("AB" * 32, "AB" * 32),
+    (int("1" * 40), "1" * 40), (ONE[:-1], None), (ONE + "0", None), ("G" * 40, None), ("", None), (None, None),
+    (True, None), ([ONE], None),
+])
+def test_a_pin_is_40_or_64_hex_digits_as_written_or_none(value, pin):
+    assert pinned_fingerprint(value) == pin
 
 
 def test_the_filter_returns_the_list_and_names_itself_in_errors():

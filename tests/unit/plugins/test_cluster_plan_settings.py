@@ -1,0 +1,265 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The ray role's settings the cluster plan checks besides its nodes' shape (plugins/plugin_utils/cluster_plan.py):
+the token, the cluster's name, a worker's head address, the timings, the preemption watcher, the dashboard's metrics
+URLs and the container settings - one message per bad variable, naming the host, the variable, its value and what
+was expected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.action.cluster_plan import HOST_VARS, ActionModule
+from ansible_collections.rayfleet.cluster.plugins.modules import cluster_plan as cluster_plan_module
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    SETTING_DEFAULTS,
+    PlanError,
+    host_plan,
+    http_url,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+FINGERPRINT = DEFAULTS["ray_container_nvidia_key_fingerprint"]
+IMAGE = "registry.example.com/ray-node:2.60.0"
+
+
+def worker(**extra) -> dict:
+    """A worker's ray_* variables as the plan gets them (the role's defaults, rendered)."""
+    return {**DEFAULTS, "ray_node_role": "worker", "ray_node_ip": "10.0.0.5", "ray_temp_dir": "/tmp/ray",
+            "ray_head_address": "10.0.0.1", "ray_auth_token_path": "/srv/rayfleet/credentials/ray_auth_token",
+            "ray_dashboard_prometheus_url": "http://127.0.0.1:9090", "ray_dashboard_grafana_url": "",
+            "ray_dashboard_grafana_iframe_url": "", **extra}
+
+
+def container(**extra) -> dict:
+    return worker(**{"ray_runtime": "container", "ray_container_image": IMAGE, **extra})
+
+
+def plan(v, groups=("ray_worker",), *, files=(), dirs=()):
+    return host_plan("node7", v, list(groups), is_file=set(files).__contains__, is_dir=set(dirs).__contains__)
+
+
+def problems(v, groups=("ray_worker",), **paths) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        plan(v, groups, **paths)
+    return info.value.problems
+
+
+def only_problem(v, groups=("ray_worker",), **paths) -> str:
+    (one,) = problems(v, groups, **paths)
+    return one
+
+
+def said(var, value, expected) -> str:
+    return f"ray on node7: {var} is {json.dumps(value)}; expected {expected}"
+
+
+# --- what passes ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("v", [
+    worker(),
+    worker(ray_node_role="head", ray_head_address=""),
+    worker(ray_state="baked", ray_head_address=""),
+    worker(ray_auth_mode="disabled", ray_auth_token_path=""),
+    worker(ray_cluster_name="teamb-2", ray_stop_drain_s=0, ray_liveness_check_interval_s="1"),
+    worker(ray_cluster_name="a" * 31),
+    worker(ray_preemption_provider="gcp", ray_preemption_metadata_url="http://metadata.google.internal",
+           ray_preemption_interval_s="10"),
+    worker(ray_preemption_metadata_url="http://169.254.169.254/"),
+    worker(ray_preemption_metadata_url="http://[fd00:ec2::254]:80"),
+    worker(ray_dashboard_prometheus_url="http://[::1]:9090", ray_dashboard_grafana_url="https://grafana.example.com/g",
+           ray_dashboard_grafana_iframe_url="http://localhost:3000/?orgId=1"),
+    worker(ray_dashboard_prometheus_url=""),
+    # the container settings are read with ray_runtime container only
+    worker(ray_container_engine="lxc", ray_container_image="", ray_container_gpus="bogus",
+           ray_container_nvidia_key_fingerprint=""),
+    container(),
+    container(ray_container_engine="docker", ray_container_pull="always", ray_container_python="/usr/bin/python3.12",
+              ray_container_shm_size_mb=2048, ray_container_image="ghcr.io/org/ray@sha256:abc123"),
+    container(ray_container_shm_size_mb="512", ray_container_gpus=[]),
+])
+def test_good_settings_pass(v):
+    assert plan(v)["role"] == v["ray_node_role"]
+
+
+def test_a_gpu_hosts_container_passes_with_its_gpus_and_a_pin_written_as_people_write_it():
+    spaced = " ".join(FINGERPRINT[i:i + 4] for i in range(0, 40, 4)).lower()
+    for v in (container(), container(ray_container_gpus=[0, "1", "GPU-3f5e0f1c-aaaa", "MIG-GPU-1/2/0"],
+                                     ray_container_nvidia_key_fingerprint=spaced),
+              container(ray_container_nvidia_key_fingerprint="AB" * 32), container(ray_container_gpus="all")):
+        assert plan(v, ("ray_worker", "gpu"))["role"] == "worker"
+
+
+def test_an_all_digit_pin_yaml_reads_as_a_number_passes():
+    assert plan(container(ray_container_nvidia_key_fingerprint=int("1" * 40)), ("gpu",))["role"] == "worker"
+
+
+def test_controller_paths_are_looked_up_there():
+    archive = "/srv/images/ray-node.tar"
+    assert plan(container(ray_container_image_archive=archive), files=[archive])["role"] == "worker"
+    text = only_problem(container(ray_container_image_archive=archive))
+    assert text == said("ray_container_image_archive", archive, "empty, or an image archive file on the controller "
+                        "(podman save or docker save).")
+    assert only_problem(worker(ray_auth_token_path="/srv/rayfleet"), dirs=["/srv/rayfleet"]).startswith(
+        said("ray_auth_token_path", "/srv/rayfleet", "the absolute path on the controller of the file"))
+
+
+# --- what fails, and how it is named -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("extra", "var", "expected"), [
+    ({"ray_auth_mode": "bogus"}, "ray_auth_mode", "token or disabled."),
+    ({"ray_auth_mode": None}, "ray_auth_mode", "token or disabled."),
+    ({"ray_auth_token_path": "credentials/token"}, "ray_auth_token_path",
+     "the absolute path on the controller of the file that holds the cluster's Ray token (made there once; read with "
+     "ray_auth_mode token), not a directory."),
+    ({"ray_auth_token_path": ""}, "ray_auth_token_path", "the absolute path on the controller"),
+    ({"ray_auth_token_path": None}, "ray_auth_token_path", "the absolute path on the controller"),
+    ({"ray_cluster_name": "Team_B"}, "ray_cluster_name",
+     "lowercase letters, digits and '-', starting with a letter or digit, at most 31, or empty for the host's one "
+     "unnamed cluster."),
+    ({"ray_cluster_name": "-teamb"}, "ray_cluster_name", "lowercase letters"),
+    ({"ray_cluster_name": "a" * 32}, "ray_cluster_name", "lowercase letters"),
+    ({"ray_cluster_name": "teamb\n"}, "ray_cluster_name", "lowercase letters"),
+    ({"ray_cluster_name": None}, "ray_cluster_name", "lowercase letters"),
+    ({"ray_head_address": ""}, "ray_head_address",
+     "the head's host name or IP address (by default the ray_node_ip of the host in the ray_head group - is that "
+     "group empty?)."),
+    ({"ray_head_address": "head 1"}, "ray_head_address", "the head's host name or IP address"),
+    ({"ray_state": "running"}, "ray_state", "started, stopped, restarted or baked."),
+    ({"ray_stop_drain_s": -1}, "ray_stop_drain_s", "whole seconds, at least 0."),
+    ({"ray_stop_drain_s": "20s"}, "ray_stop_drain_s", "whole seconds, at least 0."),
+    ({"ray_stop_drain_s": True}, "ray_stop_drain_s", "whole seconds, at least 0."),
+    ({"ray_liveness_check_interval_s": 0}, "ray_liveness_check_interval_s", "whole seconds, at least 1."),
+    ({"ray_liveness_check_interval_s": 1.5}, "ray_liveness_check_interval_s", "whole seconds, at least 1."),
+    ({"ray_preemption_provider": "azure"}, "ray_preemption_provider", "aws or gcp."),
+    ({"ray_preemption_metadata_url": "169.254.169.254"}, "ray_preemption_metadata_url",
+     "empty for the provider's own endpoint, or http(s)://host[:port]."),
+    ({"ray_preemption_metadata_url": "http://169.254.169.254/latest"}, "ray_preemption_metadata_url",
+     "empty for the provider's own endpoint"),
+    ({"ray_preemption_metadata_url": "http://meta data"}, "ray_preemption_metadata_url", "empty for the provider's"),
+    ({"ray_preemption_metadata_url": None}, "ray_preemption_metadata_url", "empty for the provider's own endpoint"),
+    ({"ray_preemption_interval_s": 0}, "ray_preemption_interval_s", "whole seconds between polls, at least 1."),
+    ({"ray_preemption_interval_s": "often"}, "ray_preemption_interval_s", "whole seconds between polls, at least 1."),
+    ({"ray_dashboard_prometheus_url": "127.0.0.1:9090"}, "ray_dashboard_prometheus_url",
+     "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty."),
+    ({"ray_dashboard_grafana_url": "ftp://grafana"}, "ray_dashboard_grafana_url", "an http(s):// URL"),
+    ({"ray_dashboard_grafana_iframe_url": "http://grafana host:3000"}, "ray_dashboard_grafana_iframe_url",
+     "an http(s):// URL"),
+    ({"ray_dashboard_grafana_url": "http://127.0.0.1:99999"}, "ray_dashboard_grafana_url", "an http(s):// URL"),
+    ({"ray_dashboard_grafana_url": None}, "ray_dashboard_grafana_url", "an http(s):// URL"),
+    ({"ray_runtime": "vm"}, "ray_runtime", "host or container."),
+])
+def test_a_bad_setting_is_named_with_its_value_and_what_was_expected(extra, var, expected):
+    assert only_problem(worker(**extra)).startswith(said(var, extra[var], expected))
+
+
+@pytest.mark.parametrize(("extra", "var", "expected"), [
+    ({"ray_container_engine": "lxc"}, "ray_container_engine", "podman or docker."),
+    ({"ray_container_image": ""}, "ray_container_image",
+     "the node image, registry/name:tag in lowercase (required with ray_runtime container)."),
+    ({"ray_container_image": "Registry/Ray:2.60.0"}, "ray_container_image", "the node image"),
+    ({"ray_container_image": "ray node:2.60.0"}, "ray_container_image", "the node image"),
+    ({"ray_container_pull": "never"}, "ray_container_pull", "missing or always."),
+    ({"ray_container_image_archive": None}, "ray_container_image_archive", "empty, or an image archive file"),
+    ({"ray_container_python": "python -u"}, "ray_container_python",
+     "the command of the image's Python, one word of letters, digits, '.', '_', '/' and '-'."),
+    ({"ray_container_shm_size_mb": "1g"}, "ray_container_shm_size_mb",
+     "MiB, a whole number, or null for the object store's size + 1024."),
+    ({"ray_container_shm_size_mb": -1}, "ray_container_shm_size_mb", "MiB, a whole number"),
+    ({"ray_state": "baked"}, "ray_state",
+     "started, stopped or restarted with ray_runtime container (a baked image runs Ray on the host: bake with "
+     "ray_runtime host)."),
+])
+def test_a_bad_container_setting_is_named_with_runtime_container(extra, var, expected):
+    assert only_problem(container(**extra)).startswith(said(var, extra[var], expected))
+
+
+GPUS_EXPECTED = "all, or a list of this host's GPU indices or UUIDs (GPU-... or MIG-...), each once"
+
+
+@pytest.mark.parametrize("gpus", ["0,1", [0, 0], [0, "0"], ["gpu0"], [True], [[0]], {"0": 1}, None, ""])
+def test_a_bad_gpu_list_is_named(gpus):
+    assert only_problem(container(ray_container_gpus=gpus), ("gpu",)) == said("ray_container_gpus", gpus,
+                                                                              GPUS_EXPECTED + ".")
+
+
+def test_gpus_on_a_host_without_gpus_are_refused_with_the_reason():
+    assert only_problem(container(ray_container_gpus=[0])) == said(
+        "ray_container_gpus", [0], GPUS_EXPECTED + " - and this host is not in group gpu, so it has no GPUs to give: "
+        "leave it all or [].")
+
+
+@pytest.mark.parametrize("pin", ["", "abc", "C95B321B61E88C1809C4F759DDCAE044F796ECB", FINGERPRINT + "0", True,
+                                 None, ["C95B"]])
+def test_a_bad_toolkit_key_pin_is_named_on_a_gpu_host(pin):
+    text = only_problem(container(ray_container_nvidia_key_fingerprint=pin), ("ray_worker", "gpu"))
+    assert text == said(
+        "ray_container_nvidia_key_fingerprint", pin, "the fingerprint of the signing key "
+        "(https://nvidia.github.io/libnvidia-container/gpgkey) of the NVIDIA Container Toolkit, which a GPU host with "
+        "ray_runtime container installs, checked against it before apt trusts it: 40 hex digits, or 64 for a version "
+        "5 or 6 key; spaces allowed.")
+    # a host without GPUs installs no toolkit: its pin is not read
+    assert plan(container(ray_container_nvidia_key_fingerprint=pin))["role"] == "worker"
+
+
+def test_every_bad_setting_is_named_at_once():
+    v = container(ray_auth_mode="bogus", ray_cluster_name="Team_B", ray_stop_drain_s=-1,
+                  ray_liveness_check_interval_s=0, ray_preemption_provider="azure",
+                  ray_preemption_metadata_url="metadata", ray_preemption_interval_s=0,
+                  ray_dashboard_grafana_url="grafana:3000", ray_container_engine="lxc", ray_container_image="",
+                  ray_container_pull="never", ray_container_python="python -u", ray_container_shm_size_mb="1g",
+                  ray_container_gpus=[0, 0], ray_container_nvidia_key_fingerprint="abc", ray_head_address="",
+                  ray_num_cpus=-1)
+    found = problems(v, ("ray_worker", "gpu"))
+    named = [text.split(" is ", 1)[0].removeprefix("ray on node7: ") for text in found]
+    assert named == ["ray_num_cpus", "ray_auth_mode", "ray_cluster_name", "ray_head_address", "ray_stop_drain_s",
+                     "ray_liveness_check_interval_s", "ray_preemption_provider", "ray_preemption_metadata_url",
+                     "ray_preemption_interval_s", "ray_dashboard_grafana_url", "ray_container_engine",
+                     "ray_container_image", "ray_container_pull", "ray_container_python", "ray_container_shm_size_mb",
+                     "ray_container_gpus", "ray_container_nvidia_key_fingerprint"]
+
+
+@pytest.mark.parametrize(("url", "with_path", "bare"), [
+    ("http://127.0.0.1:9090", True, True), ("https://[::1]:3000/", True, True), ("http://localhost", True, True),
+    ("http://grafana.example.com/d/x?orgId=1", True, False), ("http://h:65535", True, True),
+    ("http://h:0", False, False), ("http://h:65536", False, False), ("http://300.1.2.3", False, False),
+    ("http://[fd00::zz]", False, False), ("http://[10.0.0.1]", False, False), ("http://user@h", False, False),
+    ("http://h/a b", False, False), ("http://h\n", False, False), ("http://", False, False), ("h:80", False, False),
+    ("http://-h", False, False), ("http://hé", False, False), (None, False, False), (80, False, False),
+])
+def test_http_urls(url, with_path, bare):
+    assert (http_url(url), http_url(url, path=False)) == (with_path, bare)
+
+
+# --- the action, the module's documentation and the role's task agree ---------------------------------------------
+
+def test_the_defaults_are_the_roles_and_the_documented_ones():
+    options = yaml.safe_load(cluster_plan_module.DOCUMENTATION)["options"]
+    for var, value in SETTING_DEFAULTS.items():
+        role = DEFAULTS[var]
+        assert value == role or (isinstance(role, str) and "{{" in role and value == ""), var
+        assert options[var].get("default") == value, var
+
+
+def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
+    (task,) = yaml.safe_load((ROOT / "roles/ray/tasks/plan.yml").read_text())
+    given = set(task["rayfleet.cluster.cluster_plan"])
+    assert given == set(ActionModule._VALID_ARGS)
+    assert set(yaml.safe_load(cluster_plan_module.DOCUMENTATION)["options"]) == set(ActionModule._VALID_ARGS)
+
+
+def action_plan(args, group_names=("ray_worker",)):
+    task_vars = {"groups": {"ray_head": [], "ray_worker": ["node7"]}, "hostvars": {}, "group_names": list(group_names)}
+    return ActionModule.plan(object.__new__(ActionModule), "node7", args, task_vars, {})
+
+
+def test_the_action_reads_an_option_left_out_as_its_default():
+    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+    assert action_plan(required)["host"]["role"] == "worker"
+    with pytest.raises(PlanError, match='ray_container_image is ""; expected the node image'):
+        action_plan({**required, "ray_runtime": "container"})
+    with pytest.raises(PlanError, match="ray_auth_token_path is null"):
+        action_plan({name: value for name, value in required.items() if name != "ray_auth_token_path"})
