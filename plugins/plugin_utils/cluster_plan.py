@@ -21,6 +21,7 @@ import ipaddress
 import json
 import os
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
@@ -129,6 +130,70 @@ def check_network(value):
         return None
 
 
+# A DNS name: labels of letters, digits and inner hyphens (63 at most), the last one not all digits (a bad IPv4
+# address is not taken for a name); a trailing dot allowed
+HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def check_hostname(value):
+    """The name when value is a DNS host name (letters, digits, hyphens, dots), else None."""
+    if not isinstance(value, str):
+        return None
+    name = value[:-1] if value.endswith(".") else value
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(HOST_LABEL.match(label) for label in labels) or labels[-1].isdigit():
+        return None
+    return value
+
+
+URL_SCHEMES = ("http", "https", "file")
+
+
+def is_url(value, schemes=URL_SCHEMES):
+    """True when value is a URL of one of schemes, written in lower case, without blanks; http(s) with a host, file
+    with a path."""
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:  # a bad port or a bracketed address left open
+        return False
+    if parts.scheme not in schemes or not value.startswith(parts.scheme + "://"):
+        return False
+    return bool(parts.path) if parts.scheme == "file" else bool(host)
+
+
+# S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html), general purpose
+# buckets
+S3_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+S3_BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+S3_BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+S3_BUCKET_RULES = (
+    "3-63 characters of lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit, no "
+    "two adjacent dots or a dot next to a hyphen, not an IP address, not starting with %s, not ending with %s"
+    % (", ".join(S3_BUCKET_RESERVED_PREFIXES), ", ".join(S3_BUCKET_RESERVED_SUFFIXES)))
+
+
+def s3_bucket_problem(value):
+    """What makes value a bucket name S3 refuses (a few words), or None when S3 accepts it (S3_BUCKET_RULES)."""
+    if not isinstance(value, str):
+        return "not a string"
+    if not 3 <= len(value) <= 63:
+        return "%d characters" % len(value)
+    if not S3_BUCKET_CHARS.match(value):
+        return "other characters than lowercase letters, digits, dots and hyphens, or not a letter or digit at an end"
+    if ".." in value or ".-" in value or "-." in value:
+        return "two adjacent dots, or a dot next to a hyphen"
+    if re.match(r"^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$", value):
+        return "the form of an IP address"
+    reserved = [p for p in S3_BUCKET_RESERVED_PREFIXES if value.startswith(p)]
+    reserved += [s for s in S3_BUCKET_RESERVED_SUFFIXES if value.endswith(s)]
+    if reserved:
+        return "a prefix or suffix S3 reserves (%s)" % reserved[0]
+    return None
+
+
 def version_tuple(value):
     """(major, minor, ...) of a PEP 440 version, or None when value is not one."""
     text = str(value).strip()
@@ -205,6 +270,18 @@ HEALTH_VARS = ("ray_health_enabled", "ray_health_interval_s", "ray_health_dir", 
                "ray_health_drain", "ray_health_textfile_dir")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
+
+
+def boolean(value):
+    """value as a bool when Ansible's bool filter takes it for one (True/False, 1/0, yes/no, on/off, true/false, '1'/'0'
+    in any case), else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return {1: True, 0: False}.get(value)
+    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    return None
 
 
 def _boolean(value):

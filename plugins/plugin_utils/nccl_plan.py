@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    _json,
+    boolean,
+    is_url,
+)
 
 try:
     from packaging.version import InvalidVersion, Version
@@ -35,16 +39,12 @@ WHEEL_PACKAGE = re.compile(r"nvidia-nccl-cu[0-9]+")
 WHEEL_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?")
 # libnccl2's package version in NVIDIA's CUDA repository (apt and dnf)
 CUDA_REPO_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda[0-9]+\.[0-9]+")
-URL_SCHEMES = ("http", "https", "file")
 # The names nccl_env may set: NCCL's, libfabric's, libibverbs' and the library path
 ENV_PREFIXES = ("NCCL", "FI", "RDMAV", "LD_LIBRARY_PATH")
 # Set from nccl_socket_ifname, never through nccl_env
 SOCKET_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 CHECKSUM = re.compile(r"sha256:[0-9a-f]{64}")
 EFA_ARCHITECTURES = ("x86_64", "aarch64")
-# The words Ansible's bool filter takes (any case), and the whole numbers 1 and 0
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
 
 # The variables the plan reads (the nccl role's, and the nvidia_driver role's nvidia_driver_force)
 NCCL_VARS = ("nccl_source", "nccl_wheel_package", "nccl_wheel_version", "nccl_find_links", "nccl_index_url",
@@ -53,23 +53,11 @@ NCCL_VARS = ("nccl_source", "nccl_wheel_package", "nccl_wheel_version", "nccl_fi
              "nvidia_driver_force")
 
 
-def _boolean(value):
-    """value as a bool when Ansible's bool filter takes it for one (True/False, 1/0, yes/no, on/off, true/false, '1'/'0'
-    in any case), else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return {1: True, 0: False}.get(value)
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    return None
-
-
 def efa_setting(value):
     """nccl_efa as "auto", True or False; None when it is none of them."""
     if isinstance(value, str) and value == "auto":
         return "auto"
-    return _boolean(value)
+    return boolean(value)
 
 
 def wheel_release(value):
@@ -92,21 +80,6 @@ def wheel_release(value):
     return value == written
 
 
-def _url(value, schemes=URL_SCHEMES):
-    """True when value is a URL of one of schemes, written in lower case, without blanks; http(s) with a host, file
-    with a path."""
-    if not isinstance(value, str) or any(c.isspace() for c in value):
-        return False
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname
-    except ValueError:  # a bad port or a bracketed address left open
-        return False
-    if parts.scheme not in schemes or not value.startswith(parts.scheme + "://"):
-        return False
-    return bool(parts.path) if parts.scheme == "file" else bool(host)
-
-
 def _path(value):
     """True when value is an absolute path without blanks (pip's arguments are split at blanks)."""
     return isinstance(value, str) and value.startswith("/") and not any(c.isspace() for c in value)
@@ -122,7 +95,7 @@ def decide(v, hardware):
     hw = hardware if isinstance(hardware, Mapping) else {}
     source = v.get("nccl_source")
     if source == "auto":
-        gpu = bool(_list(hw.get("nvidia_gpus"))) or _boolean(v.get("nvidia_driver_force")) is True
+        gpu = bool(_list(hw.get("nvidia_gpus"))) or boolean(v.get("nvidia_driver_force")) is True
         source = "wheel" if gpu else "none"
     efa = efa_setting(v.get("nccl_efa"))
     if efa == "auto":
@@ -143,11 +116,11 @@ def _check_settings(host, v, source, bad, problems):
         bad("nccl_wheel_version", "empty (the wheel torch's CUDA build brought) or a release like 2.30.7 (or "
             "2.30.7.post1), without leading zeros")
     links = v.get("nccl_find_links")
-    if links != "" and not (_path(links) or _url(links)):
+    if links != "" and not (_path(links) or is_url(links)):
         bad("nccl_find_links", "empty, an absolute path on the nodes or an http://, https:// or file:// URL, "
             "without blanks")
     index = v.get("nccl_index_url")
-    if index != "" and not _url(index):
+    if index != "" and not is_url(index):
         bad("nccl_index_url", "empty or an http://, https:// or file:// URL, without blanks")
     venv = v.get("nccl_venv_dir")
     if not (isinstance(venv, str) and venv.startswith("/")):
@@ -206,7 +179,7 @@ def _check_efa_installer(host, v, hardware, architecture, problems):
                         "digits> of %s from a download you checked against AWS's signature "
                         "(efa-installer.amazonaws.com/*.sig), or nccl_efa: false to run without EFA."
                         % (host, _json(checksum), why, runs, v.get("nccl_efa_installer_url")))
-    if not _url(v.get("nccl_efa_installer_url"), ("https",)):
+    if not is_url(v.get("nccl_efa_installer_url"), ("https",)):
         problems.append("nccl on %s: nccl_efa_installer_url is %s; %s, %s: expected an https:// URL of the installer "
                         "tarball." % (host, _json(v.get("nccl_efa_installer_url")), why, runs))
     if architecture is not None and architecture not in EFA_ARCHITECTURES:

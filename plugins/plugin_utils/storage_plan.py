@@ -24,6 +24,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     PlanError,
     _json,
     account,
+    check_hostname,
     check_ip,
     check_ownership,
     path_problem,
@@ -42,26 +43,12 @@ MOUNT_PATH = re.compile(r"^/\S*[^/\s]$")
 EFS_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 # An AWS region (us-east-1, eu-central-2, us-gov-west-1, cn-northwest-1)
 AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
-# A DNS name: labels of letters, digits and inner hyphens (63 at most), the last one not all digits (a bad IPv4
-# address is not taken for a name); a trailing dot allowed
-HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 # Mount options as fstab takes them: comma-separated, no blanks
 MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
 _TRUE = ("true", "yes", "on", "1", "y", "t")
 _FALSE = ("false", "no", "off", "0", "n", "f")
 MOUNT_EXPECTED = ("Each mount of shared_storage_mounts is a dict of %s; see the shared_storage role's "
                   "defaults/main.yml." % ", ".join(MOUNT_KEYS))
-
-
-def check_hostname(value):
-    """The name when value is a DNS host name (letters, digits, hyphens, dots), else None."""
-    if not isinstance(value, str):
-        return None
-    name = value[:-1] if value.endswith(".") else value
-    labels = name.split(".")
-    if not name or len(name) > 253 or not all(HOST_LABEL.match(label) for label in labels) or labels[-1].isdigit():
-        return None
-    return value
 
 
 def _boolean(value):

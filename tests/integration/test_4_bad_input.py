@@ -61,10 +61,10 @@ def _settings_mtimes(host) -> str:
           'ray on {sandbox}-head: ray_dashboard_grafana_url is \\"grafana:3000\\"; expected an http(s):// URL']),
         (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=mnt/checkpoints"],
          ['checkpoint_store on {sandbox}-worker1: checkpoint_store_path is \\"mnt/checkpoints\\" with '
-          "checkpoint_store_backend shared; expected an absolute, normalized path"]),
+          "checkpoint_store_backend shared (not an absolute path); expected an absolute, normalized path"]),
         (["-e", "checkpoint_store_backend=shared", "-e", "checkpoint_store_path=/etc/rayfleet/checkpoints"],
-         ['checkpoint_store on {sandbox}-head: checkpoint_store_path is \\"/etc/rayfleet/checkpoints\\"',
-          "not in /bin, /boot, /dev, /etc,"]),
+         ['checkpoint_store on {sandbox}-head: checkpoint_store_path is \\"/etc/rayfleet/checkpoints\\" with '
+          "checkpoint_store_backend shared (in /etc); expected", "not in /bin, /boot, /dev, /etc,"]),
         (["-e", '{"firewall_ray_allowed_sources": ["10.0.0.0/33", "cafe"], "firewall_ray_port_range": "11999-10002"}'],
          ['firewall on {sandbox}-worker2: firewall_ray_allowed_sources has [\\"10.0.0.0/33\\", \\"cafe\\"]',
           'firewall_ray_port_range is \\"11999-10002\\": expected low-high']),

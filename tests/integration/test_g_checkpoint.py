@@ -324,6 +324,7 @@ def test_a_bucket_name_s3_would_reject_is_refused_before_anything_changes(reques
                            "-e", "checkpoint_store_backend=s3", "-e", "checkpoint_store_bucket=Ray_Checkpoints"],
                           cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode != 0
-    assert ('checkpoint_store_bucket "Ray_Checkpoints" is not a bucket name S3 accepts: 3-63 characters of '
-            "lowercase letters") in proc.stdout, proc.stdout[-3000:]
+    assert ('checkpoint_store_bucket is \\"Ray_Checkpoints\\" (other characters than lowercase letters, digits, '
+            "dots and hyphens, or not a letter or digit at an end); expected a bucket name S3 accepts: 3-63 "
+            "characters of lowercase letters") in proc.stdout, proc.stdout[-3000:]
     assert proc.stdout.count("changed=0 ") == len(inventory_ips(request))

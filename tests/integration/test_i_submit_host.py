@@ -180,7 +180,7 @@ def test_a_killed_tunnel_comes_back(submit_host):
 def test_bad_input_fails_before_anything_changes(submit_host):
     for extra, words in [
         ({"submit_host_user": "nobody-here"}, 'submit_host_user "nobody-here" has no account here'),
-        ({"submit_host_cluster_name": "Team_A"}, 'submit_host_cluster_name "Team_A" (lowercase letters'),
+        ({"submit_host_cluster_name": "Team_A"}, 'submit_host_cluster_name is "Team_A"; expected lowercase letters'),
     ]:
         proc = submit_host_play("-e", json.dumps(extra))
         assert proc.returncode != 0 and words in proc.stdout and f"{SANDBOX}-submit" in proc.stdout, proc.stdout[-2000:]

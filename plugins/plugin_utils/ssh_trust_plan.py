@@ -1,0 +1,151 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Copyright: (c) 2026, rayfleet authors
+"""The SSH trust plan: the ssh_trust role's variables checked, and who holds the cluster's private key and which
+sshd settings must be in effect, computed on the controller.
+
+Pure Python (the ``rayfleet.cluster.ssh_trust_plan`` action calls it); the role's tasks and templates read the result.
+Every problem is collected, each naming the host, the variable and the bad value, and saying what was expected: the
+action fails before anything changes.
+
+The key pair lives on the controller (``ssh_trust_key_path``, the public key beside it at ``<path>.pub``); the hosts
+of ray_head and ray_worker are the cluster's members, and the private key goes to the head only, or to every member
+(``ssh_trust_private_key_on: all``). With ``ssh_trust_sshd_harden`` the role writes ``ssh_trust_sshd_settings`` into
+an sshd drop-in and then reads ``sshd -T``: each setting must be in effect there, as ``sshd -T`` prints it (lower
+case, ``prohibit-password`` by its old name ``without-password``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    _json,
+    account,
+    boolean,
+)
+
+PRIVATE_KEY_ON = ("head", "all")
+SSHD_KEYWORD = re.compile(r"^[A-Za-z]+$")
+# The connection variables that make Ansible log in with a password (the ssh connection plugin's)
+PASSWORD_VARS = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
+BOOLEAN_VARS = ("ssh_trust_rotate", "ssh_trust_restrict_source", "ssh_trust_sshd_harden")
+SSH_TRUST_VARS = ("ssh_trust_key_path", "ssh_trust_key_comment", "ssh_trust_private_key_on", "ssh_trust_user",
+                  "ssh_trust_extra_authorized_keys", "ssh_trust_sshd_settings", *BOOLEAN_VARS)
+
+
+def _one_line(value):
+    """True when value is a string without line breaks or other control characters."""
+    return isinstance(value, str) and not any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+def sshd_effective_lines(settings):
+    """The lines `sshd -T` prints for settings when they are in effect: "keyword value", lower case, and
+    prohibit-password by its old name, without-password."""
+    lines = []
+    for key, value in settings.items():
+        line = ("%s %s" % (key, value)).lower()
+        if line.endswith(" prohibit-password"):
+            line = line[:-len("prohibit-password")] + "without-password"
+        lines.append(line)
+    return lines
+
+
+def _check_key_path(v, is_dir, bad):
+    path = v.get("ssh_trust_key_path")
+    expected = ("an absolute path on the controller for the cluster's private key file (not a directory, no trailing "
+                "/; the public key goes to <path>.pub)")
+    if not (_one_line(path) and os.path.isabs(path)) or path.endswith("/"):
+        bad("ssh_trust_key_path", expected)
+    elif is_dir(path):
+        bad("ssh_trust_key_path", expected + ", but it is a directory")
+    elif is_dir(path + ".pub"):
+        bad("ssh_trust_key_path", expected + ", but %s.pub is a directory" % path)
+
+
+def _check_authorized_keys(v, bad, problem):
+    keys = v.get("ssh_trust_extra_authorized_keys")
+    expected = ("a list of authorized_keys lines for ssh_trust_user (each a non-empty string on one line, such as "
+                "\"ssh-ed25519 AAAA... alice@laptop\")")
+    if not isinstance(keys, (list, tuple)):
+        bad("ssh_trust_extra_authorized_keys", expected)
+        return
+    wrong = [key for key in keys if not (_one_line(key) and key.strip())]
+    if wrong:
+        problem("ssh_trust_extra_authorized_keys has %s; expected %s." % (_json(wrong), expected))
+
+
+def _check_sshd_settings(v, bad, problem):
+    settings = v.get("ssh_trust_sshd_settings")
+    expected = ("sshd keywords mapped to string values (quote yes/no: \"no\"), each keyword once, e.g. "
+                "{\"PasswordAuthentication\": \"no\"}")
+    if not isinstance(settings, dict):
+        bad("ssh_trust_sshd_settings", expected)
+        return
+    keywords = [key for key in settings if not (isinstance(key, str) and SSHD_KEYWORD.match(key))]
+    values = [value for value in settings.values() if not (_one_line(value) and value.strip())]
+    lowered = [key.lower() for key in settings if isinstance(key, str)]
+    twice = sorted({key for key in settings if isinstance(key, str) and lowered.count(key.lower()) > 1})
+    if keywords or values or twice:
+        found = []
+        if keywords:
+            found.append("the keywords %s are not sshd keywords (letters only)" % _json([str(k) for k in keywords]))
+        if values:
+            found.append("the values %s are not strings on one line" % _json(values))
+        if twice:
+            found.append("%s name one keyword (sshd reads keywords in any case and keeps the first)" % _json(twice))
+        problem("ssh_trust_sshd_settings is %s: %s; expected %s." % (_json(settings), "; ".join(found), expected))
+
+
+def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_user="", is_dir=os.path.isdir):
+    """The SSH trust of host from the ssh_trust role's variables (v, SSH_TRUST_VARS), checked; raises PlanError
+    naming every problem.
+
+    heads, workers: the hosts of groups ray_head and ray_worker (the cluster's members; the head holds the key).
+    password_vars: the connection variables set for host that make Ansible log in with a password (PASSWORD_VARS):
+    key-only logins would lock it out. login_user: the user Ansible logs in as (named in that message).
+    is_dir(path): whether path is a directory on the controller (ssh_trust_key_path and <path>.pub must not be).
+    Returns the cluster's members, whether host holds the private key, the booleans, and with ssh_trust_sshd_harden
+    the keywords the drop-in sets and the lines `sshd -T` must print for them."""
+    problems = []
+
+    def problem(text):
+        problems.append("ssh_trust on %s: %s" % (host, text))
+
+    def bad(var, expected):
+        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+
+    _check_key_path(v, is_dir, bad)
+    if not _one_line(v.get("ssh_trust_key_comment")):
+        bad("ssh_trust_key_comment", "the cluster public key's comment, a string on one line")
+    if v.get("ssh_trust_private_key_on") not in PRIVATE_KEY_ON:
+        bad("ssh_trust_private_key_on", "head or all")
+    user = v.get("ssh_trust_user")
+    if not (isinstance(user, str) and account(user)):
+        bad("ssh_trust_user", "a user name (the Ray service user, which the common role creates: common_user)")
+    for var in BOOLEAN_VARS:
+        if boolean(v.get(var)) is None:
+            bad(var, "true or false")
+    _check_authorized_keys(v, bad, problem)
+    harden = boolean(v.get("ssh_trust_sshd_harden"))
+    if harden is not False:
+        _check_sshd_settings(v, bad, problem)
+    if harden and password_vars:
+        problem("ssh_trust_sshd_harden is %s, but Ansible connects to this host with a password (%s): key-only SSH "
+                "logins would lock it out. Expected a key installed for %s first, or ssh_trust_sshd_harden: false."
+                % (_json(v.get("ssh_trust_sshd_harden")), ", ".join(password_vars), login_user or "the login user"))
+    if problems:
+        raise PlanError(problems)
+
+    settings = v["ssh_trust_sshd_settings"] if harden else {}
+    return {
+        "members": list(heads) + list(workers),
+        "holds_key": v["ssh_trust_private_key_on"] == "all" or host in heads,
+        "rotate": boolean(v["ssh_trust_rotate"]),
+        "restrict_source": boolean(v["ssh_trust_restrict_source"]),
+        "sshd_harden": harden,
+        "sshd_keywords": list(settings),
+        "sshd_expected": sshd_effective_lines(settings),
+    }

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The SSH trust plan (plugins/plugin_utils/ssh_trust_plan.py): the ssh_trust role's variables checked, each bad one
+named with the host, and who holds the key and the sshd lines to find in `sshd -T` computed as the role's Jinja
+computed them before."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.ssh_trust_plan import (
+    SSH_TRUST_VARS,
+    PlanError,
+    ssh_trust_plan,
+    sshd_effective_lines,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULTS = yaml.safe_load((ROOT / "roles/ssh_trust/defaults/main.yml").read_text())
+HEADS = ("head",)
+WORKERS = ("worker1", "worker2")
+KEY = "/srv/inventory/credentials/ssh_trust_ed25519"
+DIRECTORIES = ("/srv/inventory/credentials", "/srv/keys.pub")
+# sshd.yml's Jinja before the plan: the "key value" lines sshd -T prints for the settings
+OLD_EXPECTED = ("{{ s.keys() | map('lower') | zip(s.values() | map('lower')) | map('join', ' ') "
+                "| map('regex_replace', ' prohibit-password$', ' without-password') | list }}")
+
+
+def _old_expected(settings):
+    env = jinja2.Environment(extensions=[])
+    env.filters["regex_replace"] = lambda value, pattern, repl: re.sub(pattern, repl, value)
+    env.filters["zip"] = zip
+    return env.from_string(OLD_EXPECTED.replace("| list }}", "| join('\\n') }}")).render(s=settings).split("\n")
+
+
+def settings(**extra) -> dict:
+    """The variables the role passes (its defaults; the key path rendered)."""
+    v = {name: DEFAULTS[name] for name in SSH_TRUST_VARS} | {"ssh_trust_key_path": KEY}
+    return v | extra
+
+
+def plan(host="worker1", password_vars=(), **extra) -> dict:
+    return ssh_trust_plan(host, settings(**extra), HEADS, WORKERS, password_vars=password_vars, login_user="debian",
+                          is_dir=lambda path: path in DIRECTORIES)
+
+
+def problems(host="worker1", password_vars=(), **extra) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        plan(host, password_vars, **extra)
+    assert str(info.value) == " ".join(info.value.problems)
+    assert all(p.startswith(f"ssh_trust on {host}: ") for p in info.value.problems), info.value.problems
+    return info.value.problems
+
+
+def one_problem(**extra) -> str:
+    found = problems(**extra)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_defaults_pass():
+    assert plan() == {
+        "members": ["head", "worker1", "worker2"], "holds_key": False, "rotate": False, "restrict_source": True,
+        "sshd_harden": True,
+        "sshd_keywords": ["PasswordAuthentication", "KbdInteractiveAuthentication", "PermitEmptyPasswords",
+                          "PermitRootLogin"],
+        "sshd_expected": ["passwordauthentication no", "kbdinteractiveauthentication no", "permitemptypasswords no",
+                          "permitrootlogin without-password"],
+    }
+
+
+def test_the_sshd_lines_as_the_jinja_had_them():
+    for value in (DEFAULTS["ssh_trust_sshd_settings"], {"PermitRootLogin": "Prohibit-Password", "MaxAuthTries": "3",
+                                                        "AuthenticationMethods": "publickey"}):
+        assert sshd_effective_lines(value) == _old_expected(value)
+
+
+@pytest.mark.parametrize(("host", "on", "holds"), [("head", "head", True), ("worker1", "head", False),
+                                                   ("worker1", "all", True), ("head", "all", True)])
+def test_who_holds_the_key(host, on, holds):
+    assert plan(host, ssh_trust_private_key_on=on)["holds_key"] is holds
+
+
+@pytest.mark.parametrize(("word", "value"), [("true", True), ("no", False), ("False", False), (1, True), ("on", True)])
+def test_booleans_take_ansibles_words(word, value):
+    got = plan(ssh_trust_rotate=word, ssh_trust_restrict_source=word)
+    assert (got["rotate"], got["restrict_source"]) == (value, value)
+
+
+def test_without_hardening_the_sshd_settings_are_not_read():
+    got = plan(ssh_trust_sshd_harden="false", ssh_trust_sshd_settings={"PasswordAuthentication": False},
+               password_vars=["ansible_password"])
+    assert (got["sshd_harden"], got["sshd_keywords"], got["sshd_expected"]) == (False, [], [])
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("ssh_trust_key_path", "credentials/key", 'ssh_trust_key_path is "credentials/key"; expected an absolute path on '
+                                              "the controller for the cluster's private key file (not a directory, no "
+                                              "trailing /; the public key goes to <path>.pub)."),
+    ("ssh_trust_key_path", "/srv/inventory/credentials", 'ssh_trust_key_path is "/srv/inventory/credentials"; '
+                                                         "expected an absolute path on the controller for the "
+                                                         "cluster's private key file (not a directory, no trailing /; "
+                                                         "the public key goes to <path>.pub), but it is a directory."),
+    ("ssh_trust_key_path", "/srv/keys", 'ssh_trust_key_path is "/srv/keys"; expected an absolute path on the '
+                                        "controller for the cluster's private key file (not a directory, no trailing "
+                                        "/; the public key goes to <path>.pub), but /srv/keys.pub is a directory."),
+    ("ssh_trust_key_path", "/srv/keys/", 'ssh_trust_key_path is "/srv/keys/"; expected an absolute path'),
+    ("ssh_trust_key_path", None, "ssh_trust_key_path is null; expected an absolute path"),
+    ("ssh_trust_key_comment", "a\nb", 'ssh_trust_key_comment is "a\\nb"; expected the cluster public key\'s comment, '
+                                      "a string on one line."),
+    ("ssh_trust_private_key_on", "workers", 'ssh_trust_private_key_on is "workers"; expected head or all.'),
+    ("ssh_trust_user", "", 'ssh_trust_user is ""; expected a user name (the Ray service user'),
+    ("ssh_trust_user", "ray user", 'ssh_trust_user is "ray user"; expected a user name'),
+    ("ssh_trust_user", 1000, "ssh_trust_user is 1000; expected a user name"),
+    ("ssh_trust_rotate", "maybe", 'ssh_trust_rotate is "maybe"; expected true or false.'),
+    ("ssh_trust_restrict_source", None, "ssh_trust_restrict_source is null; expected true or false."),
+    ("ssh_trust_sshd_harden", "y", 'ssh_trust_sshd_harden is "y"; expected true or false.'),
+    ("ssh_trust_extra_authorized_keys", "ssh-ed25519 AAAA alice", 'ssh_trust_extra_authorized_keys is "ssh-ed25519 '
+                                                                  'AAAA alice"; expected a list of authorized_keys '
+                                                                  "lines for ssh_trust_user"),
+    ("ssh_trust_extra_authorized_keys", ["ssh-ed25519 AAAA alice", "", "ssh-rsa AAAA\nbob", 5],
+     'ssh_trust_extra_authorized_keys has ["", "ssh-rsa AAAA\\nbob", 5]; expected a list of authorized_keys lines'),
+    ("ssh_trust_sshd_settings", ["PasswordAuthentication no"], 'ssh_trust_sshd_settings is ["PasswordAuthentication '
+                                                               'no"]; expected sshd keywords mapped to string values'),
+    ("ssh_trust_sshd_settings", {"PasswordAuthentication": False},
+     'ssh_trust_sshd_settings is {"PasswordAuthentication": false}: the values [false] are not strings on one line; '
+     'expected sshd keywords mapped to string values (quote yes/no: "no"), each keyword once, e.g. '
+     '{"PasswordAuthentication": "no"}.'),
+    ("ssh_trust_sshd_settings", {"Password-Authentication": "no", "X11Forwarding": "no\nPermitRootLogin yes"},
+     'the keywords ["Password-Authentication", "X11Forwarding"] are not sshd keywords (letters only); the values '
+     '["no\\nPermitRootLogin yes"] are not strings on one line'),
+    ("ssh_trust_sshd_settings", {"PasswordAuthentication": "no", "passwordauthentication": "yes"},
+     '["PasswordAuthentication", "passwordauthentication"] name one keyword (sshd reads keywords in any case and '
+     "keeps the first)"),
+    ("ssh_trust_sshd_settings", {"PasswordAuthentication": " "}, 'the values [" "] are not strings on one line'),
+])
+def test_each_bad_setting_is_named(var, value, expected):
+    found = one_problem(**{var: value})
+    assert expected in found, found
+    assert found.startswith(f"ssh_trust on worker1: {var} "), found
+
+
+def test_every_problem_at_once():
+    found = problems(ssh_trust_private_key_on="x", ssh_trust_user="", ssh_trust_sshd_settings=[])
+    assert [p.split(": ")[1].split()[0] for p in found] == ["ssh_trust_private_key_on", "ssh_trust_user",
+                                                            "ssh_trust_sshd_settings"]
+
+
+def test_a_password_login_is_refused_with_hardening_only():
+    found = one_problem(password_vars=["ansible_password", "ansible_ssh_pass"])
+    assert found == ("ssh_trust on worker1: ssh_trust_sshd_harden is true, but Ansible connects to this host with a "
+                     "password (ansible_password, ansible_ssh_pass): key-only SSH logins would lock it out. Expected "
+                     "a key installed for debian first, or ssh_trust_sshd_harden: false.")
+    assert plan(password_vars=["ansible_password"], ssh_trust_sshd_harden=False)["sshd_harden"] is False
