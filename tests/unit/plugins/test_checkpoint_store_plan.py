@@ -89,8 +89,8 @@ def test_defaults_are_rendered_and_pass():
 
 def test_s3_on_aws():
     got = plan(**S3)
-    assert got["uri"] == "s3://acme-ray-checkpoints/rayfleet" == _old("uri", settings(**S3), endpoint="",
-                                                                       scheme="https")
+    old = _old("uri", settings(**S3), endpoint="", scheme="https")
+    assert got["uri"] == "s3://acme-ray-checkpoints/rayfleet" == old
     assert (got["endpoint"], got["scheme"]) == ("", "https")
 
 
