@@ -97,9 +97,9 @@ def test_terminate_builder_when_asked(ec2, aws_env, tmp_path):
 
 @pytest.mark.parametrize(("case", "expect"), [
     ("no credentials", "AWS credentials for the bake of builder do not work"),
-    ("no region", "bake_aws_region is empty"),
+    ("no region", 'bake_aws_region is ""; expected the builder\'s AWS region'),
     ("unknown instance", "is not a running or stopped instance"),
-    ("empty template variable", "The cluster YAML needs bake_subnet_id"),
+    ("empty template variable", 'bake_subnet_id is ""; the cluster YAML needs it'),
 ])
 def test_bad_input_changes_nothing(ec2, aws_env, tmp_path, monkeypatch, case, expect):
     builder = launch(ec2, role="builder")

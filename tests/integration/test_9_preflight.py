@@ -117,7 +117,9 @@ def test_bad_input_fails_before_anything_runs(tmp_path):
     no_job = submit(entrypoint="")
     assert no_job.returncode != 0 and 'submit_entrypoint is ""' in no_job.stdout
     assert "PLAY [Preflight from the head]" not in no_job.stdout, "the preflight ran for a job that cannot be submitted"
-    cases = ((["-e", "preflight_min_busbw_gbps=-5"], ["preflight_min_busbw_gbps", "(null or >= 0)"]),
+    cases = ((["-e", "preflight_min_busbw_gbps=-5"],
+              ['preflight_min_busbw_gbps is "-5"; expected null (the floor of preflight_instance_type from the data '
+               "file) or GB/s >= 0"]),
              (["-e", "preflight_min_bytes=1M", "-e", "preflight_max_bytes=1K"],
               ["preflight_min_bytes 1M (1048576 bytes) is larger than preflight_max_bytes 1K (1024 bytes): "
                "the size range is empty"]),
