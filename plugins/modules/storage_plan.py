@@ -22,6 +22,12 @@ description:
     C(nfs_server)), not both, and an absolute C(export); an efs mount has an C(efs_id) (C(fs-) and 8 to 17 hex digits)
     and a region; C(mode) is an octal string such as C('0775'); C(shared_storage_on_degraded) is C(warn) or C(fail)
     and C(shared_storage_probe_timeout) a number > 0."
+  - "Given the host's O(os_family), also where an efs mount with TLS gets amazon-efs-utils: the C(RedHat) family's
+    package; elsewhere O(shared_storage_efs_utils_deb) or O(shared_storage_efs_utils_source) must be set. On
+    C(Debian), a .deb given as a URL needs O(shared_storage_efs_utils_deb_checksum) (C(sha256:<64 hex digits>));
+    efs-utils' source release, built where no .deb is given, is an C(https) URL with
+    O(shared_storage_efs_utils_source_checksum), or an absolute path of a file on the controller - compared with the
+    checksum when one is given - and O(shared_storage_efs_utils_version) a version like C(2.3.1)."
   - The shared_storage role runs it first in its validate step and registers the result; its tasks read it.
 version_added: "0.1.0"
 author:
@@ -65,6 +71,29 @@ options:
     description: The group of a mount point without C(group).
     type: raw
     default: rayfleet
+  shared_storage_efs_utils_deb:
+    description: amazon-efs-utils' .deb for Debian/Ubuntu, a path on the host or a URL; may be empty.
+    type: raw
+  shared_storage_efs_utils_deb_checksum:
+    description: C(sha256:<hex>) of the .deb, read when O(shared_storage_efs_utils_deb) is a URL.
+    type: raw
+  shared_storage_efs_utils_source:
+    description: efs-utils' source release (an https URL or a file on the controller), built on Debian/Ubuntu where
+      no .deb is given; may be empty.
+    type: raw
+  shared_storage_efs_utils_source_checksum:
+    description: C(sha256:<hex>) of the source release; required with a URL.
+    type: raw
+  shared_storage_efs_utils_version:
+    description: The efs-utils release built from the source.
+    type: raw
+  os_family:
+    description: The host's OS family (its C(os_family) fact). Unset, where amazon-efs-utils comes from is not
+      checked.
+    type: str
+  distribution:
+    description: The host's distribution (its C(distribution) fact), named in messages.
+    type: str
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """

@@ -13,11 +13,18 @@ of ``server_host``, or EFS's DNS name ``<efs_id>.efs.<region>.amazonaws.com``), 
 for EFS through amazon-efs-utils' TLS helper, else ``nfs4``), src (fstab's source: ``<efs_id>:/``, or
 ``<server>:<export>`` with an IPv6 server in brackets), opts (the mount's options, else the provider's, plus the boot
 options), owner, group, mode and state.
+
+Given the host's OS family, the plan also checks where an efs mount with TLS gets amazon-efs-utils from: the
+RedHat family's package; on Debian/Ubuntu, which do not package it, a .deb (``shared_storage_efs_utils_deb``, a URL
+with its sha256) or efs-utils' source release (``shared_storage_efs_utils_source``: an https URL with its sha256, or
+a file on the controller, compared with its sha256 when one is given), at ``shared_storage_efs_utils_version``.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import os
 import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
@@ -47,6 +54,16 @@ AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
 _TRUE = ("true", "yes", "on", "1", "y", "t")
 _FALSE = ("false", "no", "off", "0", "n", "f")
+# amazon-efs-utils on Debian/Ubuntu: a URL (downloaded, checked against its sha256) or a path on the host
+URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+HTTPS_SOURCE = re.compile(r"^https://[^/ ]+/")
+EFS_UTILS_VERSION = re.compile(r"^[0-9]+([.][0-9]+)*$")
+EFS_UTILS_VARS = ("shared_storage_efs_utils_deb", "shared_storage_efs_utils_deb_checksum",
+                  "shared_storage_efs_utils_source", "shared_storage_efs_utils_source_checksum",
+                  "shared_storage_efs_utils_version")
+SOURCE_EXPECTED = ("efs-utils' source release as an https URL with its checksum (sha256:<64 hex digits>), or as an "
+                   "absolute path of a file on the controller")
 MOUNT_EXPECTED = ("Each mount of shared_storage_mounts is a dict of %s; see the shared_storage role's "
                   "defaults/main.yml." % ", ".join(MOUNT_KEYS))
 
@@ -212,13 +229,102 @@ def _resolve(item, v, address_of):
     }
 
 
-def storage_plan(host, v, nfs_servers=(), address_of=None):
+def file_sha256(path):
+    """The sha256 (hex) of a file on the controller."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _text_or_empty(value):
+    """value when it is a string, "" when it is null, else None."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else None
+
+
+def _bad_setting(problems, host, v, var, expected):
+    problems.append("shared_storage on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+
+
+def _check_efs_utils(host, v, wanted, problems, *, os_family, distribution, is_file, sha256_of):
+    """The problems of where amazon-efs-utils comes from (each one sentence, with the host), on a host of os_family;
+    wanted: the resolved mounts with state mounted."""
+    def bad(var, expected):
+        _bad_setting(problems, host, v, var, expected)
+
+    deb = _text_or_empty(v.get("shared_storage_efs_utils_deb"))
+    source = _text_or_empty(v.get("shared_storage_efs_utils_source"))
+    for var, value in (("shared_storage_efs_utils_deb", deb), ("shared_storage_efs_utils_source", source)):
+        if value is None:
+            bad(var, "empty, a path or a URL")
+    if deb is None or source is None:
+        return
+    tls = [m["path"] for m in wanted if m["fstype"] == "efs"]
+    if tls and os_family != "RedHat" and not deb and not source:
+        problems.append(
+            "shared_storage on %s: shared_storage_mounts has an efs mount with tls (%s), which needs amazon-efs-utils, "
+            "which %s does not package; expected shared_storage_efs_utils_deb, a .deb built with efs-utils' "
+            "./build-deb.sh, or shared_storage_efs_utils_source (with shared_storage_efs_utils_source_checksum), "
+            "efs-utils' source release to build it here, or tls=false on the mount (the NFS client with AWS's "
+            "recommended options)." % (host, ", ".join(tls), distribution or os_family))
+    deb_checksum = v.get("shared_storage_efs_utils_deb_checksum")
+    deb_pinned = isinstance(deb_checksum, str) and SHA256.match(deb_checksum)
+    if os_family == "Debian" and URL_SCHEME.match(deb) and not deb_pinned:
+        problems.append(
+            "shared_storage on %s: shared_storage_efs_utils_deb_checksum is %s, but shared_storage_efs_utils_deb is "
+            "the URL %s; expected its sha256 (\"sha256:<64 hex digits>\", sha256sum of the .deb you built), or the "
+            ".deb as a path on the host." % (host, _json(deb_checksum), deb))
+    if not (tls and os_family == "Debian" and not deb and source):
+        return
+    _check_efs_source(host, v, source, problems, is_file=is_file, sha256_of=sha256_of)
+
+
+def _check_efs_source(host, v, source, problems, *, is_file, sha256_of):
+    """The problems of efs-utils' source release, built on this host."""
+    def bad(var, expected):
+        _bad_setting(problems, host, v, var, expected)
+
+    version = v.get("shared_storage_efs_utils_version")
+    if isinstance(version, bool) or not EFS_UTILS_VERSION.match(str(version)):
+        bad("shared_storage_efs_utils_version", "efs-utils' release, like 2.3.1")
+    checksum = _text_or_empty(v.get("shared_storage_efs_utils_source_checksum"))
+    if checksum is None or (checksum and not SHA256.match(checksum)):
+        bad("shared_storage_efs_utils_source_checksum", "empty, or the release's sha256: sha256:<64 lower-case hex "
+            "digits>")
+        checksum = None
+    if URL_SCHEME.match(source):
+        if not HTTPS_SOURCE.match(source):
+            bad("shared_storage_efs_utils_source", SOURCE_EXPECTED)
+        elif checksum == "":
+            problems.append("shared_storage on %s: shared_storage_efs_utils_source is %s and "
+                            "shared_storage_efs_utils_source_checksum is \"\"; expected %s."
+                            % (host, _json(source), SOURCE_EXPECTED))
+        return
+    if not (source.startswith("/") and is_file(source)):
+        bad("shared_storage_efs_utils_source", SOURCE_EXPECTED)
+        return
+    if checksum:
+        found = sha256_of(source)
+        if found != checksum[len("sha256:"):]:
+            problems.append("shared_storage on %s: shared_storage_efs_utils_source %s has sha256 %s, but "
+                            "shared_storage_efs_utils_source_checksum is %s; expected the release that checksum "
+                            "pins." % (host, source, found, checksum))
+
+
+def storage_plan(host, v, nfs_servers=(), address_of=None, *, os_family=None, distribution=None,
+                 is_file=os.path.isfile, sha256_of=file_sha256):
     """The host's shared-storage mounts from the shared_storage role's variables (v), checked; raises PlanError
     naming every problem.
 
     nfs_servers: the hosts of group nfs_server (the hosts a mount's server_host may name). address_of(name) -> the
     address of such a host (its ansible_host, else its name). Returns {'mounts': every mount resolved, 'wanted': those
-    with state mounted}."""
+    with state mounted}.
+    os_family, distribution: the host's (its facts); with os_family, where amazon-efs-utils comes from is checked
+    too (EFS_UTILS_VARS), reading efs-utils' source release on the controller through is_file(path) and
+    sha256_of(path)."""
     address_of = address_of or str
     problems = []
     _check_globals(host, v, problems)
@@ -245,4 +351,10 @@ def storage_plan(host, v, nfs_servers=(), address_of=None):
     if problems:
         raise PlanError(problems)
     resolved = [_resolve(item, v, address_of) for item in mounts]
-    return {"mounts": resolved, "wanted": [m for m in resolved if m["state"] == "mounted"]}
+    wanted = [m for m in resolved if m["state"] == "mounted"]
+    if os_family is not None:
+        _check_efs_utils(host, v, wanted, problems, os_family=os_family, distribution=distribution, is_file=is_file,
+                         sha256_of=sha256_of)
+        if problems:
+            raise PlanError(problems)
+    return {"mounts": resolved, "wanted": wanted}

@@ -4,11 +4,14 @@ shared_storage role (the same as the role's Jinja computed before), and every ba
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.rayfleet.cluster.plugins.action.storage_plan import ActionModule
+from ansible_collections.rayfleet.cluster.plugins.modules import storage_plan as storage_plan_module
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import (
     MOUNT_KEYS,
     PlanError,
@@ -249,3 +252,114 @@ def test_the_known_keys_are_those_the_role_documents():
     spec = yaml.safe_load((ROOT / "roles/shared_storage/meta/argument_specs.yml").read_text())
     described = " ".join(spec["argument_specs"]["main"]["options"]["shared_storage_mounts"]["description"])
     assert [key for key in MOUNT_KEYS if f"C({key})" not in described] == []
+
+
+# ---- where an efs mount's amazon-efs-utils comes from (given the host's OS family) ----
+
+EFS_TLS = [{"path": "/mnt/efs", "type": "efs", "efs_id": EFS_ID, "region": "us-east-1"}]
+EFS_PLAIN = [{**EFS_TLS[0], "tls": False}]
+RELEASE = "/srv/efs-utils-2.3.1.tar.gz"
+RELEASE_SHA = "ab" * 32
+
+
+def efs_plan(mounts, os_family="Debian", **extra) -> dict:
+    return storage_plan("node7", inputs(mounts, shared_storage_efs_region="us-east-1", **extra), list(SERVERS),
+                        SERVERS.get, os_family=os_family, distribution="Ubuntu" if os_family == "Debian" else None,
+                        is_file=lambda path: path == RELEASE, sha256_of=lambda path: RELEASE_SHA)
+
+
+def efs_problems(mounts, os_family="Debian", **extra) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        efs_plan(mounts, os_family, **extra)
+    assert all(p.startswith(PREFIX) for p in info.value.problems), info.value.problems
+    return [p[len(PREFIX):] for p in info.value.problems]
+
+
+@pytest.mark.parametrize(("mounts", "os_family", "extra"), [
+    (EFS_TLS, "RedHat", {}),
+    (EFS_PLAIN, "Debian", {}),
+    ([], "Debian", {}),
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_deb": "/opt/debs/amazon-efs-utils_2.3.1_amd64.deb"}),
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_deb": "https://mirror/amazon-efs-utils.deb",
+                         "shared_storage_efs_utils_deb_checksum": "sha256:" + RELEASE_SHA}),
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_source": RELEASE}),
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_source": RELEASE,
+                         "shared_storage_efs_utils_source_checksum": "sha256:" + RELEASE_SHA}),
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_source": "https://github.com/aws/efs-utils/archive/v2.3.1.tar.gz",
+                         "shared_storage_efs_utils_source_checksum": "sha256:" + RELEASE_SHA}),
+    # the source release is read only where it is built: a .deb given, or RedHat
+    (EFS_TLS, "Debian", {"shared_storage_efs_utils_deb": "/opt/x.deb", "shared_storage_efs_utils_source": "junk"}),
+    (EFS_TLS, "RedHat", {"shared_storage_efs_utils_source": "junk", "shared_storage_efs_utils_version": "x"}),
+])
+def test_amazon_efs_utils_from_a_package_a_deb_or_its_source_release(mounts, os_family, extra):
+    assert efs_plan(mounts, os_family, **extra)["wanted"][:1] == efs_plan(mounts, "RedHat")["wanted"][:1]
+
+
+def test_without_the_os_family_amazon_efs_utils_is_not_checked():
+    assert plan(EFS_TLS, shared_storage_efs_region="us-east-1")["wanted"][0]["fstype"] == "efs"
+
+
+def test_an_efs_mount_with_tls_needs_amazon_efs_utils_from_somewhere():
+    assert efs_problems(EFS_TLS) == [
+        "shared_storage_mounts has an efs mount with tls (/mnt/efs), which needs amazon-efs-utils, which Ubuntu does "
+        "not package; expected shared_storage_efs_utils_deb, a .deb built with efs-utils' ./build-deb.sh, or "
+        "shared_storage_efs_utils_source (with shared_storage_efs_utils_source_checksum), efs-utils' source release "
+        "to build it here, or tls=false on the mount (the NFS client with AWS's recommended options)."]
+
+
+def test_a_deb_given_as_a_url_needs_its_checksum():
+    url = "https://mirror/amazon-efs-utils.deb"
+    assert efs_problems(EFS_TLS, shared_storage_efs_utils_deb=url) == [
+        f'shared_storage_efs_utils_deb_checksum is "", but shared_storage_efs_utils_deb is the URL {url}; expected '
+        'its sha256 ("sha256:<64 hex digits>", sha256sum of the .deb you built), or the .deb as a path on the host.']
+    # on every Debian host, as the role read it: with or without an efs mount
+    assert len(efs_problems([], shared_storage_efs_utils_deb=url, shared_storage_efs_utils_deb_checksum="abc")) == 1
+    assert efs_plan([], "RedHat", shared_storage_efs_utils_deb=url)["wanted"] == []
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ({"shared_storage_efs_utils_source": RELEASE, "shared_storage_efs_utils_source_checksum": "sha256:" + "0" * 64},
+     [f"shared_storage_efs_utils_source {RELEASE} has sha256 {RELEASE_SHA}, but "
+      f"shared_storage_efs_utils_source_checksum is sha256:{'0' * 64}; expected the release that checksum pins."]),
+    ({"shared_storage_efs_utils_source": "https://example.invalid/efs-utils.tar.gz"},
+     ['shared_storage_efs_utils_source is "https://example.invalid/efs-utils.tar.gz" and '
+      'shared_storage_efs_utils_source_checksum is ""; expected efs-utils\' source release as an https URL with its '
+      "checksum (sha256:<64 hex digits>), or as an absolute path of a file on the controller."]),
+    ({"shared_storage_efs_utils_source": "http://example.invalid/efs-utils.tar.gz",
+      "shared_storage_efs_utils_source_checksum": "sha256:" + RELEASE_SHA},
+     ['shared_storage_efs_utils_source is "http://example.invalid/efs-utils.tar.gz"; expected efs-utils\' source '
+      "release as an https URL with its checksum (sha256:<64 hex digits>), or as an absolute path of a file on the "
+      "controller."]),
+    ({"shared_storage_efs_utils_source": "efs-utils.tar.gz"},
+     ['shared_storage_efs_utils_source is "efs-utils.tar.gz"; expected efs-utils\' source release as an https URL '
+      "with its checksum (sha256:<64 hex digits>), or as an absolute path of a file on the controller."]),
+    ({"shared_storage_efs_utils_source": "/srv/missing.tar.gz"},
+     ['shared_storage_efs_utils_source is "/srv/missing.tar.gz"; expected efs-utils\' source release as an https '
+      "URL with its checksum (sha256:<64 hex digits>), or as an absolute path of a file on the controller."]),
+    ({"shared_storage_efs_utils_source": RELEASE, "shared_storage_efs_utils_version": "v2.3.1",
+      "shared_storage_efs_utils_source_checksum": "SHA256:AB"},
+     ['shared_storage_efs_utils_version is "v2.3.1"; expected efs-utils\' release, like 2.3.1.',
+      'shared_storage_efs_utils_source_checksum is "SHA256:AB"; expected empty, or the release\'s sha256: '
+      "sha256:<64 lower-case hex digits>."]),
+    ({"shared_storage_efs_utils_source": 5},
+     ["shared_storage_efs_utils_source is 5; expected empty, a path or a URL."]),
+])
+def test_efs_utils_source_release_problems(extra, expected):
+    assert efs_problems(EFS_TLS, **extra) == expected
+
+
+def test_the_controller_file_is_hashed(tmp_path):
+    release = tmp_path / "efs-utils.tar.gz"
+    release.write_bytes(b"release")
+    v = inputs(EFS_TLS, shared_storage_efs_region="us-east-1", shared_storage_efs_utils_source=str(release),
+               shared_storage_efs_utils_source_checksum="sha256:" + hashlib.sha256(b"release").hexdigest())
+    assert storage_plan("node7", v, os_family="Debian")["wanted"][0]["path"] == "/mnt/efs"
+    with pytest.raises(PlanError, match="has sha256 "):
+        storage_plan("node7", {**v, "shared_storage_efs_utils_source_checksum": "sha256:" + "0" * 64},
+                     os_family="Debian")
+
+
+def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
+    (task,) = yaml.safe_load((ROOT / "roles/shared_storage/tasks/plan.yml").read_text())
+    assert set(task["rayfleet.cluster.storage_plan"]) == set(ActionModule._VALID_ARGS)
+    assert set(yaml.safe_load(storage_plan_module.DOCUMENTATION)["options"]) == set(ActionModule._VALID_ARGS)
