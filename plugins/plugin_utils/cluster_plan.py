@@ -164,6 +164,16 @@ def is_url(value, schemes=URL_SCHEMES):
     return bool(parts.path) if parts.scheme == "file" else bool(host)
 
 
+# A download's sha256, as get_url's checksum takes it: "sha256:" and 64 lower-case hex digits
+SHA256_CHECKSUM = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def is_sha256_checksum(value):
+    """True when value is a download's sha256 written as get_url's checksum takes it: sha256:<64 lower-case hex
+    digits>."""
+    return isinstance(value, str) and SHA256_CHECKSUM.fullmatch(value) is not None
+
+
 # S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html), general purpose
 # buckets
 S3_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")

@@ -23,6 +23,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     PlanError,
     _json,
     boolean,
+    is_sha256_checksum,
     is_url,
 )
 
@@ -43,7 +44,6 @@ CUDA_REPO_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda[0-9]+\.[0-9
 ENV_PREFIXES = ("NCCL", "FI", "RDMAV", "LD_LIBRARY_PATH")
 # Set from nccl_socket_ifname, never through nccl_env
 SOCKET_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-CHECKSUM = re.compile(r"sha256:[0-9a-f]{64}")
 EFA_ARCHITECTURES = ("x86_64", "aarch64")
 
 # The variables the plan reads (the nccl role's, and the nvidia_driver role's nvidia_driver_force)
@@ -174,7 +174,7 @@ def _check_efa_installer(host, v, hardware, architecture, problems):
         why = "this host has been given nccl_efa: %s" % _json(v.get("nccl_efa"))
     runs = "so the AWS EFA installer %s runs here" % v.get("nccl_efa_installer_version")
     checksum = v.get("nccl_efa_installer_checksum")
-    if not (isinstance(checksum, str) and CHECKSUM.fullmatch(checksum)):
+    if not is_sha256_checksum(checksum):
         problems.append("nccl on %s: nccl_efa_installer_checksum is %s; %s, %s: expected sha256:<64 lower-case hex "
                         "digits> of %s from a download you checked against AWS's signature "
                         "(efa-installer.amazonaws.com/*.sig), or nccl_efa: false to run without EFA."

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 """The base of the plan actions (cluster_plan, firewall_plan, storage_plan, nfs_server_plan, monitoring_plan,
-nccl_plan, checkpoint_store_plan, submit_host_plan, ssh_trust_plan, pytorch_plan, apex_plan) and of settings_check: a
-role's variables checked and its plan computed on the controller, nothing sent to the host."""
+nccl_plan, checkpoint_store_plan, submit_host_plan, ssh_trust_plan, pytorch_plan, apex_plan, nvidia_driver_plan,
+cuda_plan, rocm_plan) and of settings_check: a role's variables checked and its plan computed on the controller,
+nothing sent to the host."""
 
 from __future__ import annotations
 

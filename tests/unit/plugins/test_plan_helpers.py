@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The plans' shared checks (plugins/plugin_utils/cluster_plan.py): Ansible's boolean words, URLs, DNS names and S3's
-bucket naming rules, each written once for every plan that reads such a value."""
+"""The plans' shared checks (plugins/plugin_utils/cluster_plan.py): Ansible's boolean words, URLs, DNS names, S3's
+bucket naming rules and downloads' sha256 checksums, each written once for every plan that reads such a value."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_T
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     boolean,
     check_hostname,
+    is_sha256_checksum,
     is_url,
     s3_bucket_problem,
 )
@@ -80,3 +81,18 @@ def test_bucket_names_s3_accepts(name):
 ])
 def test_bucket_names_s3_refuses(name, why):
     assert why in s3_bucket_problem(name)
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("sha256:" + "0123456789abcdef" * 4, True),
+    ("sha256:" + "0123456789ABCDEF" * 4, False),
+    ("SHA256:" + "0123456789abcdef" * 4, False),
+    ("sha256:" + "0123456789abcdef" * 4 + "\n", False),
+    ("sha256:" + "0123456789abcdef" * 3, False),
+    ("0123456789abcdef" * 4, False),
+    ("sha512:" + "0123456789abcdef" * 8, False),
+    ("", False),
+    (None, False),
+])
+def test_is_sha256_checksum(value, ok):
+    assert is_sha256_checksum(value) is ok
