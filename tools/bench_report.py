@@ -219,9 +219,10 @@ def bake_section(results: list[dict]) -> str:
         "",
         "Package tasks changed by `site.yml` on the baked hosts: "
         + (", ".join(f"`{t}`" for t in packages) if packages else "none") + ".",
-        "Ray is up from boot without Ansible; the verifying `site.yml` on top pays `site.yml`'s per-task cost plus",
-        "the first-boot work that cannot be baked because it names the cluster (firewall rules, SSH trust, the",
-        "Prometheus targets).",
+        "Ray is up from boot without Ansible. The verifying `site.yml` on top runs every stage on every host: a baked",
+        "image carries no stage records (the builder's inputs, its addresses among them, are not the booted hosts'),",
+        "so nothing is settled, and the first-boot work that names the cluster (firewall rules, SSH trust, the",
+        "Prometheus targets) cannot be baked.",
         "",
     ]
     return "\n".join(lines)
