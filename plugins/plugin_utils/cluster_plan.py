@@ -442,10 +442,20 @@ def _preemption_problems(v):
     return out
 
 
+# Where the dashboard's metrics addresses come from by default (the ray role's defaults): a bad listen address of the
+# monitoring role shows up here first, so the message names it
+DASHBOARD_URL_SOURCES = {
+    "ray_dashboard_prometheus_url": "monitoring_prometheus_listen",
+    "ray_dashboard_grafana_url": "monitoring_grafana_listen",
+    "ray_dashboard_grafana_iframe_url": "ray_dashboard_grafana_url",
+}
+
+
 def _dashboard_problems(v):
     """(variable, expected) of the metrics addresses the head's dashboard reads."""
-    return [(var, "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty") for var in DASHBOARD_URL_VARS
-            if not (v.get(var) == "" or http_url(v.get(var)))]
+    return [(var, "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty; by default it is built from %s"
+             % DASHBOARD_URL_SOURCES[var])
+            for var in DASHBOARD_URL_VARS if not (v.get(var) == "" or http_url(v.get(var)))]
 
 
 def _gpu_list_problem(gpus, is_gpu_host):

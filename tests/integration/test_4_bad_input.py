@@ -70,8 +70,9 @@ def _settings_mtimes(host) -> str:
          ['firewall on {sandbox}-worker2: firewall_ray_allowed_sources has [\\"10.0.0.0/33\\", \\"cafe\\"]',
           'firewall_ray_port_range is \\"11999-10002\\": expected low-high']),
         (["-e", "monitoring_prometheus_listen=0.0.0.0:99999"],
-         ['monitoring on {sandbox}-head: monitoring_prometheus_listen is \\"0.0.0.0:99999\\"; expected address:port',
-          "the port 1-65535"]),
+         # the head's dashboard reads Prometheus at the URL built from it: the cluster plan, first, names both
+         ['ray on {sandbox}-head: ray_dashboard_prometheus_url is \\"http://0.0.0.0:99999\\"; expected an http(s)://',
+          "by default it is built from monitoring_prometheus_listen"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "nfs-export-clients", "node-instances", "node-instance-slots",
@@ -105,5 +106,12 @@ def test_gpu_host_without_a_driver_stops_the_ray_stage_by_name(host, tmp_path):
     assert proc.returncode != 0, out[-3000:]
     assert f"ray on {victim}: this host is in group gpu, but NVML cannot be read here" in out, out[-3000:]
     assert "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)" in out, out[-3000:]
+    assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
+    assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
+    # The other nodes' ray stage ran whole (--tags ray) and recorded the cluster with worker2 in group gpu: the same
+    # stage with the inventory as it is records it again, changing nothing
+    restored = run_site("--tags", "ray")
+    out = restored.stdout + restored.stderr
+    assert restored.returncode == 0, out[-3000:]
     assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
     assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids

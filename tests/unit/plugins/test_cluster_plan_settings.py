@@ -144,7 +144,8 @@ def test_controller_paths_are_looked_up_there():
     ({"ray_preemption_interval_s": 0}, "ray_preemption_interval_s", "whole seconds between polls, at least 1."),
     ({"ray_preemption_interval_s": "often"}, "ray_preemption_interval_s", "whole seconds between polls, at least 1."),
     ({"ray_dashboard_prometheus_url": "127.0.0.1:9090"}, "ray_dashboard_prometheus_url",
-     "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty."),
+     "an http(s):// URL (e.g. http://127.0.0.1:9090) or empty; by default it is built from "
+     "monitoring_prometheus_listen."),
     ({"ray_dashboard_grafana_url": "ftp://grafana"}, "ray_dashboard_grafana_url", "an http(s):// URL"),
     ({"ray_dashboard_grafana_iframe_url": "http://grafana host:3000"}, "ray_dashboard_grafana_iframe_url",
      "an http(s):// URL"),
