@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
             )
             return result
         partial = partial_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"),
-                              collection_root(), this.name)
+                              collection_root())
         if partial:
             result.update(changed=False, written=False, skipped=True,
                           skip_reason="no record written: %s may have left part of the stage out" % partial)

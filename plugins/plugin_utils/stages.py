@@ -26,7 +26,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import yaml
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import item_key
 
 RECORD_DIR = "/var/lib/rayfleet/stages"
@@ -139,42 +138,10 @@ def collection_tags(root):
     return tags - {"always", ""}
 
 
-def _tags(entry):
-    tags = entry.get("tags") or []
-    return {str(tags)} if isinstance(tags, str) else {str(tag) for tag in tags}
-
-
-def stage_tags(root, name):
-    """The tags that select the whole of a stage's play (the play that records the stage): the play's own tags and
-    those every role and task of the play carries, except the tasks tagged always (the gate, the record). --tags with
-    one of them runs every task of the stage, so the run can record it."""
-    for path in sorted(glob.glob(os.path.join(root, "playbooks", "*.yml"))):
-        with open(path) as handle:
-            text = handle.read()
-        if "stage: %s\n" % name not in text:
-            continue
-        for play in yaml.safe_load(text) or []:
-            entries = [entry for key in ("pre_tasks", "roles", "tasks", "post_tasks") for entry in play.get(key) or []]
-            records = [entry for entry in entries
-                       if (entry.get("rayfleet.cluster.stage_record") or {}).get("stage") == name]
-            if not records:
-                continue
-            common = None
-            for entry in entries:
-                tags = _tags(entry)
-                if "always" not in tags:
-                    common = tags if common is None else common & tags
-            return frozenset(_tags(play) | (common or set()))
-    return frozenset()
-
-
-def partial_run(run_tags, skip_tags, root, name=None):
-    """Why a run applies only part of stage name (--tags not selecting the whole stage, or --skip-tags naming one of
-    the collection's tags), or None. A partial run writes no record: it cannot vouch for what it left out. --tags
-    naming the stage's own tag (ray, storage, ml, ...) runs the whole stage: its record is written, so the next run
-    compares the host with what this one applied."""
-    run_tags = list(run_tags or ["all"])
-    if run_tags != ["all"] and not (name and set(run_tags) & stage_tags(root, name)):
+def partial_run(run_tags, skip_tags, root):
+    """Why a run applies only part of the stages (--tags, or --skip-tags naming one of the collection's tags), or
+    None. A partial run writes no record: it cannot vouch for what it left out."""
+    if list(run_tags or ["all"]) != ["all"]:
         return "--tags %s" % ",".join(run_tags)
     skipped = sorted(set(skip_tags or ()) & collection_tags(root))
     if skipped:

@@ -458,49 +458,6 @@ def test_a_run_limited_by_tags_writes_no_record():
     assert stages.partial_run(["all"], ["nccl", "notest"], ROOT) == "--skip-tags nccl"
 
 
-def test_tags_that_select_a_whole_stage_let_it_record():
-    assert stages.partial_run(["ray"], [], ROOT, "ray") is None
-    assert stages.partial_run(["check", "ray"], [], ROOT, "ray") is None
-    assert stages.partial_run(["storage"], [], ROOT, "checkpoint_store") is None
-    assert stages.partial_run(["checkpoint_store"], [], ROOT, "checkpoint_store") is None
-    assert stages.partial_run(["gpu"], [], ROOT, "nccl") is None
-    # part of a stage: --tags apex runs one role of the ml stage, --tags nvidia_driver one of the gpu stage
-    assert stages.partial_run(["apex"], [], ROOT, "ml") == "--tags apex"
-    assert stages.partial_run(["checkpoint_store"], [], ROOT, "ml") == "--tags checkpoint_store"
-    assert stages.partial_run(["nvidia_driver"], [], ROOT, "gpu") == "--tags nvidia_driver"
-    assert stages.partial_run(["ray"], [], ROOT, "common") == "--tags ray"
-    # skipping any of the collection's tags stays partial
-    assert stages.partial_run(["ray"], ["ml"], ROOT, "ray") == "--skip-tags ml"
-
-
-def test_every_stage_has_a_tag_that_selects_all_of_its_play():
-    for item in stages.STAGES:
-        assert stages.stage_tags(ROOT, item.name), item.name
-    assert stages.stage_tags(ROOT, "ray") == {"ray"}
-    assert stages.stage_tags(ROOT, "ml") == {"ml"}
-    assert stages.stage_tags(ROOT, "gpu") == {"gpu"}
-    assert stages.stage_tags(ROOT, "ssh_trust") == {"ssh", "ssh_trust"}
-    assert stages.stage_tags(ROOT, "no-such-stage") == frozenset()
-
-
-def test_a_role_without_the_stage_tag_makes_tags_no_longer_select_the_stage(tmp_path):
-    (tmp_path / "playbooks").mkdir()
-    (tmp_path / "playbooks" / "x.yml").write_text(
-        "- hosts: all\n"
-        "  pre_tasks:\n"
-        "    - rayfleet.cluster.stage_gate: {stage: ray}\n"
-        "      tags: [always]\n"
-        "  roles:\n"
-        "    - {role: a, tags: [ray]}\n"
-        "    - {role: b, tags: [other]}\n"
-        "  post_tasks:\n"
-        "    - rayfleet.cluster.stage_record:\n"
-        "        stage: ray\n"
-        "      tags: [always]\n")
-    assert stages.stage_tags(str(tmp_path), "ray") == frozenset()
-    assert stages.partial_run(["ray"], [], str(tmp_path), "ray") == "--tags ray"
-
-
 def test_the_validate_plays_check_only_hosts_where_a_stage_runs():
     drift = {
         "h": _checked(common=CLEAN, ray=CLEAN),
