@@ -18,6 +18,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     running_stages,
     stage,
     stage_verdict,
+    supersedes_record,
 )
 
 
@@ -109,6 +110,8 @@ class ActionModule(ActionBase):
             # no stage can run on a settled host in this run: the stage plays leave it before their gates
             result["settled"] = running == []
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
+        if name != VALIDATE:
+            result["supersede"] = run and supersedes_record(name, host, drift)
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))
         return result

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 """Action of rayfleet.cluster.stage_record: the items the stage's tasks reported on this host (collected by the
-rayfleet.cluster.stage_items callback) and the stage's inputs digest, recorded on the host."""
+rayfleet.cluster.stage_items callback) and the stage's inputs digest, recorded on the host; or (state=absent) the
+host's record of the stage set aside."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("stage", "directory"))
+    _VALID_ARGS = frozenset(("stage", "directory", "state"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -33,6 +34,12 @@ class ActionModule(ActionBase):
             this = stage(self._task.args.get("stage"))
         except StageError as exc:
             result.update(failed=True, msg=str(exc))
+            return result
+        directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
+        if self._task.args.get("state", "present") == "absent":
+            result.update(self._execute_module(
+                module_name="rayfleet.cluster.stage_record", task_vars=task_vars,
+                module_args={"stage": this.name, "state": "absent", "directory": directory}))
             return result
         items = spooled_items(host, this.name)
         if items is None:
@@ -58,7 +65,7 @@ class ActionModule(ActionBase):
             "inputs": inputs,
             "items": merge_items(items),
             "upstream": list(this.upstream),
-            "directory": self._task.args.get("directory") or record_dir(task_vars["hostvars"], host),
+            "directory": directory,
         }
         result.update(self._execute_module(module_name="rayfleet.cluster.stage_record", module_args=module_args,
                                            task_vars=task_vars))

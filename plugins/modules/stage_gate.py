@@ -67,6 +67,15 @@ settled:
       the head or another host where it may run - so a settled host stays settled whatever the earlier stages do.
   returned: with O(stage=validate)
   type: bool
+supersede:
+  description:
+    - Whether the stage's record on this host is set aside before the stage runs (M(rayfleet.cluster.stage_record)
+      with O(rayfleet.cluster.stage_record#module:state=absent)) - the stage runs and applies inputs other than
+      those recorded, or it runs without a drift check. A run that stops part way or selects only some of the
+      stage's tasks (C(--tags)) then leaves no record vouching for the old inputs, and the next run applies the
+      stage in full.
+  returned: success, except with O(stage=validate)
+  type: bool
 drifted_items:
   description:
     - The keys of this stage's items the drift check found changed on this host (C(nft_table:inet rayfleet), ...),

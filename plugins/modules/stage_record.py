@@ -19,6 +19,9 @@ description:
     whose task skipped this time (nothing to do) stays watched.
   - Writing the record is bookkeeping, not a change to the host's configuration, so the task reports C(changed=false)
     and says in RV(written) whether the record's content changed.
+  - With O(state=absent) the record is set aside before a stage applies inputs other than those recorded. A run
+    that then stops part way, or applies only part of the stage (C(--tags)), leaves no record that vouches for the
+    old inputs, and the next run applies the stage in full.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -27,9 +30,13 @@ options:
     type: str
     required: true
   inputs:
-    description: The digest of the stage's inputs (computed on the controller).
+    description: The digest of the stage's inputs (computed on the controller). Required with O(state=present).
     type: str
-    required: true
+  state:
+    description: Write the record (V(present)), or remove it (V(absent)).
+    type: str
+    choices: [present, absent]
+    default: present
   items:
     description: The items the stage managed (dicts with a C(kind); see M(rayfleet.cluster.drift_check)).
     type: list
@@ -60,20 +67,29 @@ EXAMPLES = r"""
       - {kind: file, path: /etc/rayfleet/firewall.nft}
       - {kind: unit, name: rayfleet-firewall.service}
       - {kind: nft_table, family: inet, name: rayfleet}
+
+- name: Set aside the ray stage's record before it applies new inputs
+  rayfleet.cluster.stage_record:
+    stage: ray
+    state: absent
 """
 
 RETURN = r"""
 digest:
   description: The digest of the record (what its downstream stages keep).
-  returned: always
+  returned: when O(state=present)
   type: str
 written:
   description: Whether the record's content changed (false in check mode).
-  returned: always
+  returned: when O(state=present)
+  type: bool
+removed:
+  description: Whether a record was removed (false in check mode).
+  returned: when O(state=absent)
   type: bool
 items:
   description: How many items the record holds.
-  returned: always
+  returned: when O(state=present)
   type: int
 """
 
@@ -84,6 +100,8 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
     item_key,
     read_record,
     record_digest,
+    record_path,
+    remove_record,
     write_record,
 )
 
@@ -92,11 +110,13 @@ def build_module():
     return AnsibleModule(
         argument_spec=dict(
             stage=dict(type="str", required=True),
-            inputs=dict(type="str", required=True),
+            inputs=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             items=dict(type="list", elements="dict", default=[]),
             upstream=dict(type="list", elements="str", default=[]),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
         ),
+        required_if=[("state", "present", ("inputs",))],
         supports_check_mode=True,
     )
 
@@ -105,6 +125,15 @@ def main():
     module = build_module()
     params = module.params
     directory, name = params["directory"], params["stage"]
+    if params["state"] == "absent":
+        if module.check_mode:
+            module.exit_json(changed=False, removed=False)
+        try:
+            removed = remove_record(directory, name)
+        except OSError as exc:
+            module.fail_json(msg="stage %s: cannot remove its record %s: %s"
+                             % (name, record_path(directory, name), exc))
+        module.exit_json(changed=False, removed=removed)
     for item in params["items"]:
         try:
             item_key(item)

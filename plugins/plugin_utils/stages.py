@@ -436,6 +436,18 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
     return mine
 
 
+def supersedes_record(name, host, drift):
+    """Whether stage `name`, about to run on `host`, must set the host's record aside first: the stage applies inputs
+    other than those recorded (or, run without a drift check, may). A run that stops part way, or runs only some of
+    the stage's tasks (--tags), then leaves no record vouching for the old inputs, and the next run applies the stage
+    in full."""
+    checked = drift.get(host)
+    if not checked:
+        return True
+    own = (checked.get("stages") or {}).get(name) or {}
+    return bool(own.get("recorded")) and own.get("inputs_changed") is not False
+
+
 def _validate_verdict(host, drift, records_now, group_heads, play_hosts):
     checked = drift.get(host)
     if not checked:

@@ -260,6 +260,10 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             )
             name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
             assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
+            # before any of the stage's tasks: its record set aside where the gate says it applies new inputs
+            aside = play["pre_tasks"][-1]
+            assert aside.get("rayfleet.cluster.stage_record") == {"stage": name, "state": "absent"}, play["name"]
+            assert aside["when"] == "__rayfleet_gate.supersede" and aside["tags"] == ["always"], play["name"]
             assert post[0]["register"] == f"__rayfleet_record_{name}"
             assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
             seen[name] = path.name
@@ -300,6 +304,24 @@ def test_a_clean_host_skips_and_a_drifted_one_runs_saying_what_drifted():
 def test_no_record_or_new_inputs_make_a_stage_run(state, reason):
     drift = {"w1": _checked(**({"common": state} if state else {}))}
     assert stage_verdict("common", "w1", drift, {}, group_heads=[], play_hosts=["w1"]) == (True, reason)
+
+
+@pytest.mark.parametrize(
+    ("state", "supersede"),
+    [
+        (dict(CLEAN, inputs_changed=True), True),  # new inputs: a partial or failed run must not leave the old record
+        (dict(CLEAN, drifted=["file:/a"], drifted_items=["file:/a"]), False),  # the recorded inputs are re-applied
+        (CLEAN, False),  # runs for another reason (upstream, scope): the recorded inputs
+        (dict(CLEAN, recorded=False, inputs_changed=None), False),  # no record to set aside
+    ],
+)
+def test_a_stage_that_applies_new_inputs_sets_its_record_aside_first(state, supersede):
+    assert stages.supersedes_record("ray", "w1", {"w1": _checked(ray=state)}) is supersede
+
+
+def test_a_stage_run_without_a_drift_check_sets_its_record_aside():
+    assert stages.supersedes_record("ray", "w1", {"w1": None}) is True
+    assert stages.supersedes_record("ray", "w1", {}) is True
 
 
 def test_without_a_drift_check_every_stage_runs_and_full_runs_everything():

@@ -203,3 +203,24 @@ def test_sshds_effective_settings_are_compared_whatever_file_changed_them(host, 
     assert check(host, {"ssh_trust": "i1"})["stages"]["ssh_trust"]["drifted"] == []
     effective.write_text("passwordauthentication yes\n")
     assert check(host, {"ssh_trust": "i1"})["stages"]["ssh_trust"]["drifted_items"] == ["sshd:rayfleet"]
+
+
+def test_a_record_set_aside_makes_the_next_check_run_the_stage_even_with_the_recorded_inputs(host):
+    """A run that applies new inputs sets the record aside first: stopping part way (or --tags) and going back to
+    the recorded inputs must not find the old record vouching for a host the stopped run changed."""
+    record(host, inputs="i1")
+    absent = {"stage": "ray", "state": "absent", "directory": str(host / "records")}
+    dry = run(stage_record, absent, check_mode=True)
+    assert not dry.failed and dry.result == {"changed": False, "removed": False}
+    assert check(host)["stages"]["ray"]["recorded"] is True
+    out = run(stage_record, absent)
+    assert not out.failed and out.result == {"changed": False, "removed": True}
+    assert check(host, {"ray": "i1"})["stages"]["ray"]["recorded"] is False
+    assert run(stage_record, absent).result["removed"] is False  # nothing left to remove
+    # the ml stage's upstream digest of the ray record no longer matches: ml runs too
+    assert "ray" not in check(host)["records"]
+
+
+def test_writing_a_record_needs_its_inputs(host):
+    out = run(stage_record, {"stage": "ray", "directory": str(host / "records")})
+    assert out.failed and "inputs" in out.result["msg"]
