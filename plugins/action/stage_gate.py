@@ -111,7 +111,7 @@ class ActionModule(ActionBase):
             result["settled"] = running == []
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
         if name != VALIDATE:
-            result["supersede"] = run and supersedes_record(name, host, drift)
+            result["supersede"] = run and supersedes_record(name, host, drift, task_vars.get("ansible_run_tags"))
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))
         return result

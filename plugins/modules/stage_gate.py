@@ -71,9 +71,9 @@ supersede:
   description:
     - Whether the stage's record on this host is set aside before the stage runs (M(rayfleet.cluster.stage_record)
       with O(rayfleet.cluster.stage_record#module:state=absent)) - the stage runs and applies inputs other than
-      those recorded, or it runs without a drift check. A run that stops part way or selects only some of the
-      stage's tasks (C(--tags)) then leaves no record vouching for the old inputs, and the next run applies the
-      stage in full.
+      those recorded (or runs without a drift check), and the run selects some of its tasks (no C(--tags), or one
+      naming the stage's). A run that stops part way or selects only some of the stage's tasks then leaves no
+      record vouching for the old inputs, and the next run applies the stage in full.
   returned: success, except with O(stage=validate)
   type: bool
 drifted_items:

@@ -44,21 +44,25 @@ class Stage:
     cluster_inputs: bool = False
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
+    # the tags of its play's tasks (--tags naming one of them runs some of the stage)
+    tags: tuple[str, ...] = ()
 
 
 STAGES = (
-    Stage("common", ("common",)),
-    Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",)),
-    Stage("nccl", ("nccl",), upstream=("gpu",)),
-    Stage("firewall", ("firewall",), cluster_inputs=True),
-    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=True),
-    Stage("nfs_server", ("nfs_server",), cluster_inputs=True, groups=("nfs_server",)),
-    Stage("shared_storage", ("shared_storage",)),
-    Stage("checkpoint_store", ("checkpoint_store",)),
-    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True),
-    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray")),
-    Stage("monitoring", ("monitoring",), cluster_inputs=True),
-    Stage("submit_host", ("submit_host",), cluster_inputs=True, groups=("ray_submit",)),
+    Stage("common", ("common",), tags=("common", "base")),
+    Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
+    Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
+    Stage("firewall", ("firewall",), cluster_inputs=True, tags=("firewall", "security")),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=True, tags=("ssh", "ssh_trust")),
+    Stage("nfs_server", ("nfs_server",), cluster_inputs=True, groups=("nfs_server",), tags=("storage", "nfs_server")),
+    Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
+    Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
+    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True,
+          tags=("ray",)),
+    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray"),
+          tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
+    Stage("monitoring", ("monitoring",), cluster_inputs=True, tags=("monitoring",)),
+    Stage("submit_host", ("submit_host",), cluster_inputs=True, groups=("ray_submit",), tags=("submit_host",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
 # The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
@@ -436,11 +440,15 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
     return mine
 
 
-def supersedes_record(name, host, drift):
+def supersedes_record(name, host, drift, run_tags=None):
     """Whether stage `name`, about to run on `host`, must set the host's record aside first: the stage applies inputs
-    other than those recorded (or, run without a drift check, may). A run that stops part way, or runs only some of
-    the stage's tasks (--tags), then leaves no record vouching for the old inputs, and the next run applies the stage
-    in full."""
+    other than those recorded (or, run without a drift check, may), and the run selects some of its tasks (no
+    --tags, or --tags naming one of the stage's). A run that stops part way, or runs only some of the stage's tasks,
+    then leaves no record vouching for the old inputs, and the next run applies the stage in full. (--skip-tags is
+    not weighed: setting a record aside that the run leaves alone only makes the next run apply the stage.)"""
+    tags = set(run_tags or ["all"])
+    if "all" not in tags and not tags & set(STAGE_BY_NAME[name].tags):
+        return False
     checked = drift.get(host)
     if not checked:
         return True

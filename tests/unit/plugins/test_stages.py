@@ -260,10 +260,15 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             )
             name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
             assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
-            # before any of the stage's tasks: its record set aside where the gate says it applies new inputs
+            # before any of the stage's tasks, whatever the run's tags: its record set aside where the gate says
             aside = play["pre_tasks"][-1]
             assert aside.get("rayfleet.cluster.stage_record") == {"stage": name, "state": "absent"}, play["name"]
             assert aside["when"] == "__rayfleet_gate.supersede" and aside["tags"] == ["always"], play["name"]
+            # the stage table knows the tags that select the stage's tasks
+            selected = set(play.get("tags") or [])
+            for task in list(play.get("roles") or []) + list(play.get("tasks") or []):
+                selected.update(task.get("tags") or [])
+            assert set(stages.STAGE_BY_NAME[name].tags) == selected - {"always"}, play["name"]
             assert post[0]["register"] == f"__rayfleet_record_{name}"
             assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
             seen[name] = path.name
@@ -317,6 +322,14 @@ def test_no_record_or_new_inputs_make_a_stage_run(state, reason):
 )
 def test_a_stage_that_applies_new_inputs_sets_its_record_aside_first(state, supersede):
     assert stages.supersedes_record("ray", "w1", {"w1": _checked(ray=state)}) is supersede
+
+
+def test_a_run_whose_tags_select_none_of_a_stages_tasks_leaves_its_record():
+    drift = {"w1": _checked(ray=dict(CLEAN, inputs_changed=True), ml=dict(CLEAN, inputs_changed=True))}
+    assert stages.supersedes_record("ray", "w1", drift, ["ray"]) is True
+    assert stages.supersedes_record("ml", "w1", drift, ["ray"]) is False
+    assert stages.supersedes_record("ml", "w1", drift, ["apex", "firewall"]) is True
+    assert stages.supersedes_record("ml", "w1", drift, ["all"]) is True
 
 
 def test_a_stage_run_without_a_drift_check_sets_its_record_aside():
