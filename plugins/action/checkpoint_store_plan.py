@@ -12,12 +12,19 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.checkpoint_store_
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
+# read from the host's variables, never passed as an argument: a task's arguments can be shown (the task header with
+# ANSIBLE_DISPLAY_ARGS_TO_STDOUT, -vvv invocations)
+SECRET_VARS = ("checkpoint_store_secret_access_key",)
+
 
 class ActionModule(PlanAction):
-    _VALID_ARGS = frozenset(CHECKPOINT_STORE_VARS)
+    _VALID_ARGS = frozenset(CHECKPOINT_STORE_VARS) - frozenset(SECRET_VARS)
 
     def plan(self, host, args, task_vars, result):
         # the variables the task was given (passed as its arguments, rendered in the host's context)
         settings = {name: args.get(name) for name in CHECKPOINT_STORE_VARS if name in args}
+        for name in SECRET_VARS:
+            if name in task_vars:
+                settings[name] = self._templar.template(task_vars[name])
         settings.setdefault("shared_storage_mounts", [])
         return checkpoint_store_plan(host, settings, task_vars.get("groups", {}).get("ray_head", []))

@@ -11,6 +11,8 @@ module: checkpoint_store_plan
 short_description: Check the checkpoint store's settings, compute its URI and marker, on the controller
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
+  - The workers' secret key is no option. The action reads the variable C(checkpoint_store_secret_access_key) from the
+    host's variables, so no task header or invocation shows it.
   - Checks the checkpoint_store role's variables and returns what the role writes - the URI Ray Train reads
     (C(RAYFLEET_CHECKPOINT_URI)), an S3-compatible endpoint's C(host:port) and scheme, and with backend C(shared)
     the Ray user and group that make the directory, the head that leaves the marker, and the marker's path and line.
@@ -20,9 +22,9 @@ description:
     Python's C(urllib.parse));
     O(checkpoint_store_region) like C(us-east-1); O(checkpoint_store_create_bucket), O(checkpoint_store_versioning)
     and O(checkpoint_store_install_train) true or false (the words Ansible's C(bool) filter takes);
-    O(checkpoint_store_access_key_id) and O(checkpoint_store_secret_access_key) strings without blanks, both set or
-    both empty (the secret is never shown); O(checkpoint_store_find_links) empty, an absolute path or an C(http),
-    C(https) or C(file) URL, without blanks; O(checkpoint_store_venv_dir) an absolute path without blanks;
+    O(checkpoint_store_access_key_id) and the variable C(checkpoint_store_secret_access_key) strings without blanks,
+    both set or both empty (the secret is never shown); O(checkpoint_store_find_links) empty, an absolute path or an
+    C(http), C(https) or C(file) URL, without blanks; O(checkpoint_store_venv_dir) an absolute path without blanks;
     O(ray_service_user) and O(ray_service_group) names."
   - "With backend C(s3): O(checkpoint_store_bucket) follows S3's bucket naming rules - 3-63 lowercase letters, digits,
     dots and hyphens, a letter or digit at each end, no C(..), C(.-) or C(-.), not an IP address, none of the
@@ -80,10 +82,6 @@ options:
     description: The workers' access key; empty on AWS with an instance profile.
     type: raw
     required: true
-  checkpoint_store_secret_access_key:
-    description: The workers' secret key (checked, never shown).
-    type: raw
-    required: true
   checkpoint_store_find_links:
     description: A wheel directory on the nodes (or a URL) searched first; may be empty.
     type: raw
@@ -123,7 +121,6 @@ EXAMPLES = r"""
     checkpoint_store_versioning: true
     checkpoint_store_install_train: true
     checkpoint_store_access_key_id: "{{ vault_ckpt_key }}"
-    checkpoint_store_secret_access_key: "{{ vault_ckpt_secret }}"
     checkpoint_store_find_links: ""
     checkpoint_store_venv_dir: /opt/rayfleet/venv
   register: store

@@ -253,3 +253,28 @@ def test_the_messages_of_the_bad_input_test():
 ])
 def test_endpoint_parts(url, parts):
     assert endpoint_parts(url) == parts
+
+
+def test_the_secret_key_is_no_task_argument_and_the_action_reads_it_from_the_hosts_variables():
+    """A task's arguments can be shown (ANSIBLE_DISPLAY_ARGS_TO_STDOUT, -vvv): the secret never is one."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    from ansible_collections.rayfleet.cluster.plugins.action.checkpoint_store_plan import ActionModule
+    from ansible_collections.rayfleet.cluster.plugins.modules import checkpoint_store_plan as module
+
+    (task, _) = yaml.safe_load((ROOT / "roles/checkpoint_store/tasks/validate.yml").read_text())
+    given = set(task["rayfleet.cluster.checkpoint_store_plan"])
+    assert "checkpoint_store_secret_access_key" not in given
+    assert given == set(ActionModule._VALID_ARGS) == set(yaml.safe_load(module.DOCUMENTATION)["options"])
+
+    task_vars = {"vault_secret": SECRET, "groups": {"ray_head": ["head1"]},
+                 "checkpoint_store_secret_access_key": trust_as_template("{{ vault_secret }}")}
+    action = object.__new__(ActionModule)
+    action._templar = Templar(loader=DataLoader(), variables=task_vars)
+    args = {**{name: DEFAULTS[name] for name in given if name in DEFAULTS}, **S3}
+    with pytest.raises(PlanError) as failure:  # a secret without its key id, named but never shown
+        action.plan("w1", args, task_vars, {})
+    assert "checkpoint_store_secret_access_key is set (its value is not shown)" in str(failure.value.problems)
+    assert SECRET not in str(failure.value.problems)
+    plan = action.plan("w1", {**args, "checkpoint_store_access_key_id": "AKIAEXAMPLE"}, task_vars, {})
+    assert SECRET not in str(plan)
