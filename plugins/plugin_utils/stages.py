@@ -220,6 +220,76 @@ def cluster_inputs(groups, cluster):
     }
 
 
+def _stage_files(root, item):
+    """The texts of the collection's files that decide what stage `item` applies: the playbooks that gate it, its
+    roles and every role those include (rayfleet.cluster.<role>), and the action plugins they call (an action reads
+    its settings from the task's arguments, named in the roles, or from the host's plan)."""
+    texts = {}
+
+    def read(path):
+        if path not in texts:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                texts[path] = handle.read()
+
+    gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
+    for path in sorted(glob.glob(os.path.join(root, "playbooks", "*.yml"))):
+        with open(path) as handle:
+            if gate.search(handle.read()):
+                read(path)
+    roles, todo = set(), list(item.roles)
+    while todo:
+        role = todo.pop()
+        if role in roles:
+            continue
+        roles.add(role)
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, "roles", role)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for name in sorted(filenames):
+                if not name.endswith(SKIPPED_SUFFIXES):
+                    read(os.path.join(dirpath, name))
+        called = {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
+        todo.extend(name for name in called if os.path.isdir(os.path.join(root, "roles", name)))
+    called = {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
+    for name in sorted(called - STAGE_MACHINERY):
+        path = os.path.join(root, "plugins", "action", "%s.py" % name)
+        if os.path.isfile(path):
+            read(path)
+    return texts
+
+
+_PLUGIN_CALL = re.compile(r"\brayfleet\.cluster\.(\w+)")
+# the plugins every stage play calls to decide whether it runs and to record what it did: they read no setting
+STAGE_MACHINERY = frozenset({"stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy"})
+_STAGE_READS = {}
+
+
+def stage_reads(root, code):
+    """{stage: (prefixes, names)}: the variables each stage reads - every variable with the prefix of one of its
+    roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), rayfleet_, the
+    whole prefix of a role whose plan it reads (__ray_plan_result: every ray_ setting), and each other collection
+    variable its files name. Computed from the collection's code (cached per code digest), so a new variable in a
+    role is an input of the stages that use it without a list to keep."""
+    key = (root, code)
+    if key not in _STAGE_READS:
+        roles = sorted(os.listdir(os.path.join(root, "roles")))
+        named = re.compile(r"(?<![\w.])(?:%s)_\w*[a-z0-9]" % "|".join(map(re.escape, [*roles, "rayfleet"])))
+        plans = re.compile(r"(?<!\w)__(%s)_plan" % "|".join(map(re.escape, roles)))
+        reads = {}
+        for item in STAGES:
+            text = "\n".join(_stage_files(root, item).values())
+            prefixes = {"%s_" % role for role in item.roles} | {"rayfleet_"}
+            prefixes |= {"%s_" % role for role in plans.findall(text)}
+            reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)))
+        _STAGE_READS[key] = reads
+    return _STAGE_READS[key]
+
+
+def stage_vars(host_vars, reads):
+    """The host's variables one stage reads ((prefixes, names) of stage_reads)."""
+    prefixes, names = reads
+    return {key: value for key, value in host_vars.items() if key.startswith(prefixes) or key in names}
+
+
 def host_inputs(hostvars, host, groups):
     """Each stage's inputs digest for host, read from Ansible's hostvars (inventory, group and extra variables;
     no role defaults: those are code)."""
@@ -242,16 +312,19 @@ def host_inputs(hostvars, host, groups):
         plan = hostvars[heads[0]].get("__ray_plan_result")
     cluster = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
     these = stages_of(mine.get("group_names") or [])
-    return inputs_digests(code_digest(root), values, facts, cluster_inputs(groups, cluster), these)
+    code = code_digest(root)
+    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these,
+                          reads=stage_reads(root, code))
 
 
-def inputs_digests(code, host_vars, facts, cluster, these=STAGES):
-    """Each stage's inputs digest for one host: code digest, the host's variables and facts, and for the stages that
-    read them, the cluster's members."""
-    base = {"code": code, "vars": host_vars, "facts": input_facts(facts or {})}
+def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None):
+    """Each stage's inputs digest for one host: code digest, the host's variables that stage reads (reads: from
+    stage_reads; None: all of them) and facts, and for the stages that read them, the cluster's members."""
+    base = {"code": code, "facts": input_facts(facts or {})}
     out = {}
     for item in these:
-        inputs = dict(base, stage=item.name)
+        mine = host_vars if reads is None else stage_vars(host_vars, reads[item.name])
+        inputs = dict(base, stage=item.name, vars=mine)
         if item.cluster_inputs:
             inputs["cluster"] = cluster
         out[item.name] = digest(inputs)

@@ -434,6 +434,64 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
 
 
+class _HostVars(dict):
+    def raw_get(self, host):
+        return self[host]
+
+
+def _inputs(**variables):
+    """host_inputs of a worker in group gpu with these variables, on the collection as it is."""
+    worker = {"group_names": ["ray_worker", "gpu"], **variables}
+    hostvars = _HostVars(h={"group_names": ["ray_head"]}, w=worker)
+    return stages.host_inputs(hostvars, "w", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "runs"),
+    [
+        # a Ray setting: the ray stage, and the stages that read the cluster plan (every ray_ setting); not the base,
+        # GPU or ML stages, which name no such variable
+        ("ray_preemption_watch", True,
+         {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "monitoring"}),
+        # a Ray setting the ML libraries name (they install into Ray's venv)
+        ("ray_venv_dir", "/opt/ray", {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
+                                      "monitoring", "ml", "gpu", "nccl"}),
+        ("ray_limit_nofile", 4096, {"common", "ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
+                                    "monitoring"}),
+        ("pytorch_version", "2.12.0", {"ml"}),
+        ("common_user", "ops", {"common", "gpu", "nccl", "ssh_trust", "shared_storage", "checkpoint_store"}),
+        ("monitoring_node_exporter_port", 9200, {"monitoring", "firewall"}),  # its port is opened
+        ("rayfleet_anything", 1, {stage.name for stage in STAGES if "gpu" in stage.groups or "ray_worker"
+                                  in stage.groups}),
+        ("rayfleet_full", True, set()),  # how to run, not what to converge to
+    ],
+)
+def test_a_variable_is_an_input_of_the_stages_that_read_it_only(variable, value, runs):
+    before, after = _inputs(), _inputs(**{variable: value})
+    assert {name for name in before if before[name] != after[name]} == runs
+
+
+def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
+    reads = stages.stage_reads(str(ROOT), stages.code_digest(str(ROOT)))
+    assert set(reads) == {stage.name for stage in STAGES}
+    for stage in STAGES:
+        prefixes, _ = reads[stage.name]
+        assert {f"{role}_" for role in stage.roles} | {"rayfleet_"} <= set(prefixes), stage.name
+    # the cluster plan builds ray_<name>_port: a stage that reads the plan reads every ray_ setting
+    assert "ray_" in reads["firewall"][0] and "ray_" in reads["monitoring"][0]
+    assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
+    assert "ray_venv_dir" in reads["ml"][1] and "ray_preemption_watch" not in reads["ml"][1]
+
+
+def test_no_role_or_playbook_reads_a_variable_by_a_name_it_builds():
+    """Each stage's inputs are the variables its files name (stage_reads): a name built at run time (lookup('vars',
+    ...), vars[...]) would be read without being an input, and a change to it would not run the stage."""
+    for path in [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.j2"), *ROOT.glob("playbooks/*.yml")]:
+        text = path.read_text()
+        assert not re.search(r"lookup\(\s*['\"]vars['\"]|\bvars\[|query\(\s*['\"]varnames", text), path
+        assert not re.search(r"hostvars\[[^\]]+\]\[[^\]]*~", text), path
+
+
 def test_a_new_address_is_an_input_a_new_mac_address_is_not():
     """A container or VM may boot with a new MAC address; no stage reads it, so no stage runs again for it."""
     cluster = {"groups": {"ray_head": ["h"]}, "members": None}
