@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 """Action of rayfleet.cluster.stage_record: the items the stage's tasks reported on this host (collected by the
-rayfleet.cluster.stage_items callback) and the stage's inputs digest, recorded on the host; or (state=absent) the
-host's record of the stage set aside."""
+rayfleet.cluster.stage_items callback) and the stage's inputs digest, recorded on the host; or (state=aside) the
+host's record of the stage set aside before the stage applies other inputs, and at the end of a partial run put back
+or removed by whether the stage changed anything there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     merge_items,
     partial_run,
     record_dir,
+    spooled_changed,
     spooled_items,
     stage,
 )
@@ -23,7 +25,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("stage", "directory", "state"))
+    _VALID_ARGS = frozenset(("stage", "directory", "state"))  # state: present, or aside (the module's other states
+    # are this action's choice at the end of a partial run)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -36,28 +39,37 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
-        if self._task.args.get("state", "present") == "absent":
-            result.update(self._execute_module(
-                module_name="rayfleet.cluster.stage_record", task_vars=task_vars,
-                module_args={"stage": this.name, "state": "absent", "directory": directory}))
+        state = self._task.args.get("state", "present")
+        if state not in ("present", "aside"):
+            result.update(failed=True, msg="stage_record: state is %r; expected present or aside" % state)
+            return result
+
+        def settle(state):
+            return self._execute_module(module_name="rayfleet.cluster.stage_record", task_vars=task_vars,
+                                        module_args={"stage": this.name, "state": state, "directory": directory})
+
+        if state == "aside":
+            result.update(settle("aside"))
             return result
         items = spooled_items(host, this.name)
-        if items is None:
-            result.update(
-                changed=False, written=False, skipped=True,
-                skip_reason=(
-                    "no record written: the rayfleet.cluster.stage_items callback is not enabled (callbacks_enabled "
-                    "in ansible.cfg) or could not read one of the stage's results, so the next run cannot tell what "
-                    "the %s stage applied and runs it again"
-                    % this.name
-                ),
-            )
-            return result
         partial = partial_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"),
                               collection_root())
-        if partial:
-            result.update(changed=False, written=False, skipped=True,
-                          skip_reason="no record written: %s may have left part of the stage out" % partial)
+        if items is None or partial:
+            # no record written; a record this run set aside at the stage's start goes back only if the stage
+            # changed nothing on the host
+            settled = {}
+            if (task_vars.get("__rayfleet_gate") or {}).get("supersede"):
+                changed = spooled_changed(host, this.name)
+                settled = settle("restored" if changed is False else "discarded")
+                if settled.get("failed"):
+                    result.update(settled)
+                    return result
+            why = ("%s may have left part of the stage out" % partial if partial else
+                   "the rayfleet.cluster.stage_items callback is not enabled (callbacks_enabled in ansible.cfg) or "
+                   "could not read one of the stage's results, so the next run cannot tell what the %s stage "
+                   "applied and runs it again" % this.name)
+            result.update(changed=False, written=False, skipped=True, state=settled.get("state"),
+                          moved=settled.get("moved"), skip_reason="no record written: %s" % why)
             return result
         inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}))[this.name]
         module_args = {

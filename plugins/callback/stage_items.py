@@ -51,6 +51,10 @@ class CallbackModule(CallbackBase):
         os.environ[SPOOL_ENV] = self._spool
         self._current = {}  # host -> the stage open on it
         self._items = {}  # host -> {stage: [items]}
+        self._changed = {}  # host -> the stages a task changed something in
+
+    def _spool_host(self, host):
+        spool_write(self._spool, host, self._items[host], self._changed.get(host, ()))
 
     def _result(self, result):
         # ansible-core 2.19 names these host, task, task_fields and result; earlier releases only with a "_"
@@ -63,18 +67,27 @@ class CallbackModule(CallbackBase):
             if data.get("stage") and data.get("run"):
                 self._current[host] = data["stage"]
                 self._items.setdefault(host, {})[data["stage"]] = []
-                spool_write(self._spool, host, self._items[host])
+                self._changed.setdefault(host, set()).discard(data["stage"])
+                self._spool_host(host)
             return
         if action == "stage_record":
-            self._current.pop(host, None)
+            # the record written (or settled) at the stage's end closes it; setting the record aside at its start
+            # does not
+            if data.get("state", "present") != "aside":
+                self._current.pop(host, None)
             return
         name = self._current.get(host)
-        if name is None or self._items[host][name] is None:
+        if name is None:
+            return
+        if data.get("changed") and name not in self._changed.setdefault(host, set()):
+            self._changed[host].add(name)
+            self._spool_host(host)
+        if self._items[host][name] is None:
             return
         items = items_of_task_result(action, data, fields.get("args"))
         if items:
             self._items[host][name].extend(items)
-            spool_write(self._spool, host, self._items[host])
+            self._spool_host(host)
 
     def v2_runner_on_ok(self, result):
         try:
@@ -83,8 +96,10 @@ class CallbackModule(CallbackBase):
             # A result this callback cannot read: the open stage writes no record rather than an incomplete one.
             host = getattr(getattr(result, "_host", None), "name", None)
             if host in self._current:
+                # nor can it tell whether the task changed something: it counts as a change
                 self._items[host][self._current[host]] = None
-                spool_write(self._spool, host, self._items[host])
+                self._changed.setdefault(host, set()).add(self._current[host])
+                self._spool_host(host)
             self._display.warning("rayfleet.cluster.stage_items: %s; no stage record for %s this run" % (exc, host))
 
     def v2_playbook_on_stats(self, stats):

@@ -297,9 +297,35 @@ def write_record(directory, stage, record):
     return True
 
 
-def remove_record(directory, stage):
+def aside_path(directory, stage):
+    return os.path.join(directory, "%s.json.aside" % stage)
+
+
+def set_aside(directory, stage):
+    """Move the stage's record aside (a stage that applies other inputs than it records). True when there was one."""
     try:
-        os.unlink(record_path(directory, stage))
+        os.replace(record_path(directory, stage), aside_path(directory, stage))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def restore_aside(directory, stage):
+    """Put the record set aside back where no record was written since. True when it was put back."""
+    if os.path.exists(record_path(directory, stage)):
+        discard_aside(directory, stage)
+        return False
+    try:
+        os.replace(aside_path(directory, stage), record_path(directory, stage))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def discard_aside(directory, stage):
+    """Remove the record set aside. True when there was one."""
+    try:
+        os.unlink(aside_path(directory, stage))
         return True
     except FileNotFoundError:
         return False

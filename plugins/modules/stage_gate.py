@@ -70,10 +70,10 @@ settled:
 supersede:
   description:
     - Whether the stage's record on this host is set aside before the stage runs (M(rayfleet.cluster.stage_record)
-      with O(rayfleet.cluster.stage_record#module:state=absent)) - the stage runs and applies inputs other than
+      with O(rayfleet.cluster.stage_record#module:state=aside)) - the stage runs and applies inputs other than
       those recorded (or runs without a drift check), and the run selects some of its tasks (no C(--tags), or one
-      naming the stage's). A run that stops part way or selects only some of the stage's tasks then leaves no
-      record vouching for the old inputs, and the next run applies the stage in full.
+      naming the stage's). A run that stops part way then leaves no record vouching for the old inputs, and the
+      next run applies the stage in full.
   returned: success, except with O(stage=validate)
   type: bool
 drifted_items:

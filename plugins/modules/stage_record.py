@@ -19,9 +19,11 @@ description:
     whose task skipped this time (nothing to do) stays watched.
   - Writing the record is bookkeeping, not a change to the host's configuration, so the task reports C(changed=false)
     and says in RV(written) whether the record's content changed.
-  - With O(state=absent) the record is set aside before a stage applies inputs other than those recorded. A run
-    that then stops part way, or applies only part of the stage (C(--tags)), leaves no record that vouches for the
-    old inputs, and the next run applies the stage in full.
+  - A stage about to apply inputs other than those it recorded moves its record aside first (O(state=aside)). If the
+    run stops part way, the copy stays aside and the next run finds no record and applies the stage in full. A run
+    that applies only part of the stage (C(--tags)) writes no record; at the stage's end the action puts the copy
+    back when none of the stage's tasks changed anything on the host (O(state=restored)), and removes it otherwise
+    (O(state=discarded)), so a later run with the old inputs does not trust a record the host no longer matches.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -33,9 +35,14 @@ options:
     description: The digest of the stage's inputs (computed on the controller). Required with O(state=present).
     type: str
   state:
-    description: Write the record (V(present)), or remove it (V(absent)).
+    description:
+      - V(present) writes the record (and removes a copy set aside); V(aside) moves the record aside; V(restored)
+        puts the copy set aside back where no record was written since; V(discarded) removes the copy set aside.
+      - The action plugin takes V(present) or V(aside) from the task. At the end of a run that applies only part of
+        the stage (C(--tags)), it turns V(present) into V(restored) or V(discarded), by whether the stage changed
+        anything on the host.
     type: str
-    choices: [present, absent]
+    choices: [present, aside, restored, discarded]
     default: present
   items:
     description: The items the stage managed (dicts with a C(kind); see M(rayfleet.cluster.drift_check)).
@@ -68,10 +75,10 @@ EXAMPLES = r"""
       - {kind: unit, name: rayfleet-firewall.service}
       - {kind: nft_table, family: inet, name: rayfleet}
 
-- name: Set aside the ray stage's record before it applies new inputs
+- name: Set aside the ray stage's record before it applies other inputs
   rayfleet.cluster.stage_record:
     stage: ray
-    state: absent
+    state: aside
 """
 
 RETURN = r"""
@@ -83,9 +90,13 @@ written:
   description: Whether the record's content changed (false in check mode).
   returned: when O(state=present)
   type: bool
-removed:
-  description: Whether a record was removed (false in check mode).
-  returned: when O(state=absent)
+state:
+  description: What was done - V(present), V(aside), V(restored) or V(discarded).
+  returned: always
+  type: str
+moved:
+  description: Whether a record was moved aside, put back, or removed (false in check mode).
+  returned: unless O(state=present)
   type: bool
 items:
   description: How many items the record holds.
@@ -97,11 +108,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
     RECORD_FORMAT,
     capture,
+    discard_aside,
     item_key,
     read_record,
     record_digest,
-    record_path,
-    remove_record,
+    restore_aside,
+    set_aside,
     write_record,
 )
 
@@ -111,7 +123,7 @@ def build_module():
         argument_spec=dict(
             stage=dict(type="str", required=True),
             inputs=dict(type="str"),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
+            state=dict(type="str", choices=["present", "aside", "restored", "discarded"], default="present"),
             items=dict(type="list", elements="dict", default=[]),
             upstream=dict(type="list", elements="str", default=[]),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
@@ -125,15 +137,17 @@ def main():
     module = build_module()
     params = module.params
     directory, name = params["directory"], params["stage"]
-    if params["state"] == "absent":
+    if params["state"] != "present":
+        action = {"aside": set_aside, "restored": restore_aside, "discarded": discard_aside}[params["state"]]
         if module.check_mode:
-            module.exit_json(changed=False, removed=False)
+            module.exit_json(changed=False, state=params["state"], moved=False)
         try:
-            removed = remove_record(directory, name)
+            moved = action(directory, name)
         except OSError as exc:
-            module.fail_json(msg="stage %s: cannot remove its record %s: %s"
-                             % (name, record_path(directory, name), exc))
-        module.exit_json(changed=False, removed=removed)
+            module.fail_json(msg="stage %s: cannot %s its record in %s: %s"
+                             % (name, {"aside": "set aside", "restored": "restore",
+                                       "discarded": "remove the copy set aside of"}[params["state"]], directory, exc))
+        module.exit_json(changed=False, state=params["state"], moved=moved)
     for item in params["items"]:
         try:
             item_key(item)
@@ -157,8 +171,11 @@ def main():
         "state": capture(module, ordered),
         "upstream": upstream,
     }
-    written = False if module.check_mode else write_record(directory, name, record)
-    module.exit_json(changed=False, written=written, digest=record_digest(record), items=len(ordered))
+    written = False
+    if not module.check_mode:
+        written = write_record(directory, name, record)
+        discard_aside(directory, name)
+    module.exit_json(changed=False, state="present", written=written, digest=record_digest(record), items=len(ordered))
 
 
 if __name__ == "__main__":

@@ -623,26 +623,40 @@ def _spool_file(spool, host):
     return os.path.join(spool, hashlib.sha1(host.encode()).hexdigest() + ".json")
 
 
-def spool_write(spool, host, stage_items):
-    """Replace host's spooled items: {stage: [items]}."""
+def spool_write(spool, host, stage_items, changed=()):
+    """Replace host's spool: the items each stage reported ({stage: [items]}) and the stages a task changed something
+    in."""
     path = _spool_file(spool, host)
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
-        json.dump(stage_items, handle)
+        json.dump({"items": stage_items, "changed": sorted(changed)}, handle)
     os.replace(tmp, path)
 
 
-def spooled_items(host, name, spool=None):
-    """The items host's stage `name` reported in this run; None when no callback collects them, or when it could
-    not read one of the stage's results."""
+def _spooled(host, spool):
     spool = spool or os.environ.get(SPOOL_ENV)
     if not spool or not os.path.isdir(spool):
         return None
     try:
         with open(_spool_file(spool, host)) as handle:
-            stages_items = json.load(handle)
+            return json.load(handle)
     except FileNotFoundError:
-        return []
+        return {"items": {}, "changed": []}
+
+
+def spooled_items(host, name, spool=None):
+    """The items host's stage `name` reported in this run; None when no callback collects them, or when it could
+    not read one of the stage's results."""
+    spooled = _spooled(host, spool)
+    if spooled is None:
+        return None
+    stages_items = spooled["items"]
     if name in stages_items and stages_items[name] is None:
         return None
     return list(stages_items.get(name) or [])
+
+
+def spooled_changed(host, name, spool=None):
+    """Whether a task of host's stage `name` changed something in this run; None when no callback watches."""
+    spooled = _spooled(host, spool)
+    return None if spooled is None else name in spooled["changed"]

@@ -66,13 +66,18 @@ def drifted_stages(stdout: str) -> dict[str, list[str]]:
     return found
 
 
+def run_drift() -> subprocess.CompletedProcess:
+    """playbooks/drift.yml on the sandbox (changes nothing)."""
+    return subprocess.run(["ansible-playbook", "playbooks/drift.yml", "-i", "inventories/sandbox"], cwd=ROOT,
+                          env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def leaves_the_sandbox_converged(request):
     """After each module, playbooks/drift.yml finds nothing to do on any host: a module leaves the sandbox as it
     found it, so no module depends on what ran before it."""
     yield
-    proc = subprocess.run(["ansible-playbook", "playbooks/drift.yml", "-i", "inventories/sandbox"], cwd=ROOT,
-                          env=ansible_env(), capture_output=True, text=True, check=False, timeout=300)
+    proc = run_drift()
     module = request.module.__name__
     assert proc.returncode == 0, f"{module} left a host unreachable or failing the drift check:\n{proc.stdout[-3000:]}"
     left = drifted_stages(proc.stdout)

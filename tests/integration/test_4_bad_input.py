@@ -8,7 +8,7 @@ message, then that Ray was left alone: same node ids, settings files untouched.
 from __future__ import annotations
 
 import pytest
-from conftest import SANDBOX, node_ip, ray_nodes, run_site
+from conftest import SANDBOX, drifted_stages, node_ip, ray_nodes, run_drift, run_site
 
 testinfra_hosts = ["ansible://ray_head"]
 
@@ -106,5 +106,15 @@ def test_gpu_host_without_a_driver_stops_the_ray_stage_by_name(host, tmp_path):
     assert proc.returncode != 0, out[-3000:]
     assert f"ray on {victim}: this host is in group gpu, but NVML cannot be read here" in out, out[-3000:]
     assert "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)" in out, out[-3000:]
+    assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
+    assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
+    # The ray stage stopped part way on worker2 with other inputs, so its record there stays set aside (and the ml
+    # stage, which reads it, follows): the next run applies both there in full, changes nothing, and records them.
+    # On the other nodes the stage ran with these inputs too, changed nothing, and its records were put back.
+    left = drifted_stages(run_drift().stdout)
+    assert left == {victim: ["ray: no record of this stage", "ml: the ray stage's record changed"]}, left
+    again = run_site()
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-3000:]
     assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
     assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.callback import stage_items
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import SPOOL_ENV, spooled_items
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import SPOOL_ENV, spooled_changed, spooled_items
 
 
 class Host:
@@ -67,3 +67,56 @@ def test_the_workers_find_the_spool_and_it_is_gone_at_the_end(monkeypatch):
     assert os.environ[SPOOL_ENV] == cb._spool and os.path.isdir(cb._spool)
     cb.v2_playbook_on_stats(None)
     assert not os.path.exists(cb._spool)
+
+
+def test_the_stages_that_changed_something_are_spooled_and_setting_a_record_aside_keeps_the_stage_open(callback):
+    spool = callback._spool
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_gate", {"stage": "ray", "run": True}))
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_record", {"state": "aside", "moved": True}))
+    callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.template", {"dest": "/etc/r.json", "changed": False}))
+    assert spooled_changed("w1", "ray", spool=spool) is False
+    callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.copy", {"dest": "/etc/w.json", "changed": True}))
+    assert spooled_changed("w1", "ray", spool=spool) is True
+    assert spooled_items("w1", "ray", spool=spool) == [{"kind": "file", "path": "/etc/r.json"},
+                                                      {"kind": "file", "path": "/etc/w.json"}]
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_record", {"state": "present", "digest": "x"}))
+    callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.copy", {"dest": "/etc/after", "changed": True}))
+    assert spooled_items("w1", "ray", spool=spool) == [{"kind": "file", "path": "/etc/r.json"},
+                                                      {"kind": "file", "path": "/etc/w.json"}]
+    # the stage's next run starts unchanged
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_gate", {"stage": "ray", "run": True}))
+    assert spooled_changed("w1", "ray", spool=spool) is False
+
+
+def test_a_result_it_cannot_read_counts_as_a_change(callback):
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_gate", {"stage": "ray", "run": True}))
+    broken = SimpleNamespace(host=Host("w1"), _host=Host("w1"), task=None, _task=None, task_fields=None,
+                             _task_fields=None, result={"dest": "/etc/x"})
+    callback.v2_runner_on_ok(broken)
+    assert spooled_changed("w1", "ray", spool=callback._spool) is True
+
+
+@pytest.mark.parametrize(
+    ("supersede", "changed", "settled"),
+    [(True, False, "restored"), (True, True, "discarded"), (False, True, None)],
+)
+def test_a_partial_run_puts_back_the_record_it_set_aside_only_if_the_stage_changed_nothing(
+        callback, monkeypatch, supersede, changed, settled):
+    """--tags ray: no record is written; the copy this run set aside goes back where the stage changed nothing, and
+    is removed where it changed something (the old record no longer describes the host)."""
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.rayfleet.cluster.plugins.action.stage_record import ActionModule
+
+    callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_gate", {"stage": "ray", "run": True}))
+    callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.copy", {"dest": "/etc/w.json", "changed": changed}))
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    calls = []
+    action = object.__new__(ActionModule)
+    action._task = SimpleNamespace(args={"stage": "ray"})
+    action._execute_module = lambda module_name, task_vars, module_args: (
+        calls.append(module_args) or {"changed": False, "state": module_args["state"], "moved": True})
+    task_vars = {"inventory_hostname": "w1", "hostvars": {"w1": {}}, "ansible_run_tags": ["ray"],
+                 "__rayfleet_gate": {"supersede": supersede}}
+    result = action.run(task_vars=task_vars)
+    assert result["written"] is False and "--tags ray" in result["skip_reason"]
+    assert [call["state"] for call in calls] == ([settled] if settled else [])

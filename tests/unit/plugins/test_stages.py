@@ -262,7 +262,7 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
             # before any of the stage's tasks, whatever the run's tags: its record set aside where the gate says
             aside = play["pre_tasks"][-1]
-            assert aside.get("rayfleet.cluster.stage_record") == {"stage": name, "state": "absent"}, play["name"]
+            assert aside.get("rayfleet.cluster.stage_record") == {"stage": name, "state": "aside"}, play["name"]
             assert aside["when"] == "__rayfleet_gate.supersede" and aside["tags"] == ["always"], play["name"]
             # the stage table knows the tags that select the stage's tasks
             selected = set(play.get("tags") or [])
@@ -540,6 +540,12 @@ def test_the_spool_hands_a_hosts_items_from_the_callback_to_the_record(tmp_path,
     assert spooled_items("w1", "ray", spool=str(tmp_path)) == []
     assert spooled_items("w2", "common", spool=str(tmp_path)) == []
     assert spooled_items("w1", "common", spool=str(tmp_path / "gone")) is None
+    assert stages.spooled_changed("w1", "common", spool=str(tmp_path)) is False
+    spool_write(str(tmp_path), "w1", {"common": []}, changed={"common"})
+    assert stages.spooled_changed("w1", "common", spool=str(tmp_path)) is True
+    assert stages.spooled_changed("w1", "ray", spool=str(tmp_path)) is False
+    assert stages.spooled_changed("w2", "ray", spool=str(tmp_path)) is False
+    assert stages.spooled_changed("w1", "common", spool=str(tmp_path / "gone")) is None
     spool_write(str(tmp_path), "w1", {"common": None})  # a result the callback could not read
     assert spooled_items("w1", "common", spool=str(tmp_path)) is None
 

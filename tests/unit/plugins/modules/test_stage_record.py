@@ -205,20 +205,41 @@ def test_sshds_effective_settings_are_compared_whatever_file_changed_them(host, 
     assert check(host, {"ssh_trust": "i1"})["stages"]["ssh_trust"]["drifted_items"] == ["sshd:rayfleet"]
 
 
+def settle(host, state, check_mode=False):
+    out = run(stage_record, {"stage": "ray", "state": state, "directory": str(host / "records")},
+              check_mode=check_mode)
+    assert not out.failed, out.result
+    return out.result
+
+
 def test_a_record_set_aside_makes_the_next_check_run_the_stage_even_with_the_recorded_inputs(host):
-    """A run that applies new inputs sets the record aside first: stopping part way (or --tags) and going back to
-    the recorded inputs must not find the old record vouching for a host the stopped run changed."""
-    record(host, inputs="i1")
-    absent = {"stage": "ray", "state": "absent", "directory": str(host / "records")}
-    dry = run(stage_record, absent, check_mode=True)
-    assert not dry.failed and dry.result == {"changed": False, "removed": False}
+    """A run that applies other inputs sets the record aside first: stopping part way and going back to the recorded
+    inputs must not find the old record vouching for a host the stopped run changed."""
+    first = record(host, inputs="i1").result["digest"]
+    assert settle(host, "aside", check_mode=True) == {"changed": False, "state": "aside", "moved": False}
     assert check(host)["stages"]["ray"]["recorded"] is True
-    out = run(stage_record, absent)
-    assert not out.failed and out.result == {"changed": False, "removed": True}
+    assert settle(host, "aside") == {"changed": False, "state": "aside", "moved": True}
     assert check(host, {"ray": "i1"})["stages"]["ray"]["recorded"] is False
-    assert run(stage_record, absent).result["removed"] is False  # nothing left to remove
-    # the ml stage's upstream digest of the ray record no longer matches: ml runs too
-    assert "ray" not in check(host)["records"]
+    assert "ray" not in check(host)["records"]  # the ml stage's upstream digest of it no longer matches: ml runs too
+    assert settle(host, "aside")["moved"] is False  # nothing left to set aside
+    # a partial run that changed nothing puts it back
+    assert settle(host, "restored")["moved"] is True
+    assert check(host)["records"] == {"ray": first}
+    # one that changed something removes it
+    settle(host, "aside")
+    assert settle(host, "discarded")["moved"] is True
+    assert settle(host, "restored")["moved"] is False
+    assert check(host)["stages"]["ray"]["recorded"] is False
+
+
+def test_a_record_written_at_the_stages_end_replaces_the_copy_set_aside(host):
+    record(host, inputs="i1")
+    settle(host, "aside")
+    out = record(host, inputs="i2").result
+    assert out["written"] and out["state"] == "present"
+    assert not (host / "records" / "ray.json.aside").exists()
+    assert settle(host, "restored")["moved"] is False  # a record written since is never replaced by the old one
+    assert check(host, {"ray": "i2"})["stages"]["ray"]["inputs_changed"] is False
 
 
 def test_writing_a_record_needs_its_inputs(host):
