@@ -67,3 +67,6 @@ def test_a_node_whose_ray_does_not_start_brings_its_logs_and_names_them(host, re
     finally:
         # systemd keeps the restarted unit running: the worker rejoins by itself, as a new node
         wait_for_cluster(host, head_ip, sorted(ips.values()), timeout=120, exclude_ids=before)
+        # the ray stage stopped part way on the worker with other inputs: a whole run applies and records it again
+        again = run_site("--limit", worker)
+        assert again.returncode == 0, again.stdout[-3000:]

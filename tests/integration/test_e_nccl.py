@@ -109,7 +109,8 @@ def test_a_node_given_the_wrong_interface_is_named(request):
                 f"address {ips[worker]}") in ml.stdout, ml.stdout[-3000:]
         assert "failed=1" in ml.stdout and ml.stdout.count("failed=0") == 2, ml.stdout[-1500:]
     finally:
-        fixed = run_site("--tags", "ray", "--limit", worker)
+        # whole: ml.yml stopped part way on the worker, so the ml stage has no record there until a run applies it
+        fixed = run_site("--limit", worker)
     assert fixed.returncode == 0, fixed.stdout[-3000:]
     assert '"socket_ifname": "auto"' in podman("exec", container(worker), "cat", settings)
 
