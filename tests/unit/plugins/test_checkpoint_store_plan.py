@@ -262,7 +262,7 @@ def test_the_secret_key_is_no_task_argument_and_the_action_reads_it_from_the_hos
     from ansible_collections.rayfleet.cluster.plugins.action.checkpoint_store_plan import ActionModule
     from ansible_collections.rayfleet.cluster.plugins.modules import checkpoint_store_plan as module
 
-    (task, _) = yaml.safe_load((ROOT / "roles/checkpoint_store/tasks/validate.yml").read_text())
+    task = yaml.safe_load((ROOT / "roles/checkpoint_store/tasks/validate.yml").read_text())[0]
     given = set(task["rayfleet.cluster.checkpoint_store_plan"])
     assert "checkpoint_store_secret_access_key" not in given
     assert given == set(ActionModule._VALID_ARGS) == set(yaml.safe_load(module.DOCUMENTATION)["options"])

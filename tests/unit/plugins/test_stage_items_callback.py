@@ -77,12 +77,11 @@ def test_the_stages_that_changed_something_are_spooled_and_setting_a_record_asid
     assert spooled_changed("w1", "ray", spool=spool) is False
     callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.copy", {"dest": "/etc/w.json", "changed": True}))
     assert spooled_changed("w1", "ray", spool=spool) is True
-    assert spooled_items("w1", "ray", spool=spool) == [{"kind": "file", "path": "/etc/r.json"},
-                                                      {"kind": "file", "path": "/etc/w.json"}]
+    both = [{"kind": "file", "path": "/etc/r.json"}, {"kind": "file", "path": "/etc/w.json"}]
+    assert spooled_items("w1", "ray", spool=spool) == both
     callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_record", {"state": "present", "digest": "x"}))
     callback.v2_runner_on_ok(new_style("w1", "ansible.builtin.copy", {"dest": "/etc/after", "changed": True}))
-    assert spooled_items("w1", "ray", spool=spool) == [{"kind": "file", "path": "/etc/r.json"},
-                                                      {"kind": "file", "path": "/etc/w.json"}]
+    assert spooled_items("w1", "ray", spool=spool) == both
     # the stage's next run starts unchanged
     callback.v2_runner_on_ok(new_style("w1", "rayfleet.cluster.stage_gate", {"stage": "ray", "run": True}))
     assert spooled_changed("w1", "ray", spool=spool) is False

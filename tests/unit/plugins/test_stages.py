@@ -475,7 +475,7 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
     reads = stages.stage_reads(str(ROOT), stages.code_digest(str(ROOT)))
     assert set(reads) == {stage.name for stage in STAGES}
     for stage in STAGES:
-        prefixes, _ = reads[stage.name]
+        prefixes = reads[stage.name][0]
         assert {f"{role}_" for role in stage.roles} | {"rayfleet_"} <= set(prefixes), stage.name
     # the cluster plan builds ray_<name>_port: a stage that reads the plan reads every ray_ setting
     assert "ray_" in reads["firewall"][0] and "ray_" in reads["monitoring"][0]
