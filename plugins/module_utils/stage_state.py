@@ -301,13 +301,18 @@ def aside_path(directory, stage):
     return os.path.join(directory, "%s.json.aside" % stage)
 
 
-def set_aside(directory, stage):
-    """Move the stage's record aside (a stage that applies other inputs than it records). True when there was one."""
+def _move(source, target):
+    """os.replace; False when there was nothing to move."""
     try:
-        os.replace(record_path(directory, stage), aside_path(directory, stage))
+        os.replace(source, target)
         return True
     except FileNotFoundError:
         return False
+
+
+def set_aside(directory, stage):
+    """Move the stage's record aside (a stage that applies other inputs than it records). True when there was one."""
+    return _move(record_path(directory, stage), aside_path(directory, stage))
 
 
 def restore_aside(directory, stage):
@@ -315,11 +320,7 @@ def restore_aside(directory, stage):
     if os.path.exists(record_path(directory, stage)):
         discard_aside(directory, stage)
         return False
-    try:
-        os.replace(aside_path(directory, stage), record_path(directory, stage))
-        return True
-    except FileNotFoundError:
-        return False
+    return _move(aside_path(directory, stage), record_path(directory, stage))
 
 
 def discard_aside(directory, stage):
