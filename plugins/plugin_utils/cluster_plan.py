@@ -663,12 +663,36 @@ def member_ip(host, hostvars):
     return check_ip(found) or found
 
 
+# The local bridges of container engines and hypervisors (docker0, docker's br-<id> networks, podman's, CNI's,
+# libvirt's) and their veth ends: nothing leaves a host from their addresses (engines masquerade), and they come and go
+# with the engine, so they are no address of the cluster's members
+LOCAL_BRIDGE = re.compile(r"^(docker\d+|br-[0-9a-f]{12}|podman\d+|cni-podman\d+|cni\d+|virbr\d+|veth\w*)$")
+
+
+def local_bridge_addresses(facts):
+    """The addresses on a host's local container and VM bridges (LOCAL_BRIDGE), from its facts."""
+    found = set()
+    for name in facts.get("interfaces") or []:
+        if not LOCAL_BRIDGE.match(str(name)):
+            continue
+        iface = facts.get(str(name).replace("-", "_")) or {}
+        v4 = iface.get("ipv4")
+        for entry in ([v4] if isinstance(v4, dict) else list(v4 or [])) + list(iface.get("ipv4_secondaries") or []) \
+                + list(iface.get("ipv6") or []):
+            if isinstance(entry, dict) and entry.get("address"):
+                found.add(str(entry["address"]))
+    return found
+
+
 def member_addresses(ip, facts):
     """Every address a cluster host may connect from: its IPv4 addresses, then its IPv6 ones but link-local (on
-    every interface, routed nowhere), from its facts; ip (its cluster IP) alone when its facts are not known."""
+    every interface, routed nowhere) and but those of local container and VM bridges (unless it is ip), from its
+    facts; ip (its cluster IP) alone when its facts are not known."""
     facts = facts or {}
-    v4 = [str(a) for a in facts.get("all_ipv4_addresses") or []]
-    v6 = [str(a) for a in facts.get("all_ipv6_addresses") or [] if not str(a).lower().startswith("fe80:")]
+    local = local_bridge_addresses(facts) - {ip}
+    v4 = [str(a) for a in facts.get("all_ipv4_addresses") or [] if str(a) not in local]
+    v6 = [str(a) for a in facts.get("all_ipv6_addresses") or []
+          if not str(a).lower().startswith("fe80:") and str(a) not in local]
     return (v4 + v6) or ([ip] if ip else [])
 
 

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, cluster_members
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    cluster_members,
+    member_addresses,
+)
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan import firewall_plan
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -121,3 +125,24 @@ def test_the_cluster_plans_sources_are_every_address_from_facts_else_the_cluster
     assert cluster["addresses"] == {"head": ["10.89.0.2", "172.17.0.1", "fd00::2"], "worker1": ["10.89.0.3"],
                                     "worker2": ["10.89.0.4", "10.89.0.2"]}
     assert cluster["sources"] == ["10.89.0.2", "172.17.0.1", "10.89.0.3", "10.89.0.4", "fd00::2"]
+
+
+def test_the_addresses_of_local_container_and_vm_bridges_are_no_member_addresses():
+    """docker0 (and docker's br-<id> networks, podman's, libvirt's) come and go with their engine, and nothing
+    leaves the host from them: their addresses are neither firewall sources nor cluster inputs. A second real
+    interface stays, and so does a bridge that carries the host's cluster IP (a host bridged onto its own NIC)."""
+    facts = {
+        "interfaces": ["lo", "eth0", "eth1", "docker0", "br-0123456789ab", "veth9f2c1e0", "virbr0"],
+        "eth0": {"ipv4": {"address": "10.89.0.12"}},
+        "eth1": {"ipv4": {"address": "192.168.50.12"}},
+        "docker0": {"ipv4": {"address": "172.17.0.1"}, "ipv6": [{"address": "fd00:dead::1"}]},
+        "br_0123456789ab": {"ipv4": {"address": "172.18.0.1"}, "ipv4_secondaries": [{"address": "172.18.1.1"}]},
+        "virbr0": {"ipv4": {"address": "192.168.122.1"}},
+        "all_ipv4_addresses": ["10.89.0.12", "192.168.50.12", "172.17.0.1", "172.18.0.1", "172.18.1.1",
+                               "192.168.122.1"],
+        "all_ipv6_addresses": ["fe80::1", "fd00:dead::1", "fd00:beef::12"],
+    }
+    assert member_addresses("10.89.0.12", facts) == ["10.89.0.12", "192.168.50.12", "fd00:beef::12"]
+    bridged = {"interfaces": ["br-0123456789ab"], "br_0123456789ab": {"ipv4": {"address": "10.0.0.5"}},
+               "all_ipv4_addresses": ["10.0.0.5"]}
+    assert member_addresses("10.0.0.5", bridged) == ["10.0.0.5"]
