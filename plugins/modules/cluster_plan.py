@@ -358,7 +358,8 @@ cluster:
       returned: success
     addresses:
       description: Inventory name -> every address the host may connect from (its IPv4 addresses, then its IPv6
-        ones but link-local, from its facts; its cluster IP alone when its facts are not known).
+        ones but link-local, from its facts, but those of local container and VM bridges such as docker0; its
+        cluster IP alone when its facts are not known).
       type: dict
       returned: success
     sources:
