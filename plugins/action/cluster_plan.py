@@ -40,9 +40,10 @@ class ActionModule(PlanAction):
         def hostvars_of(name):
             if name == host:  # this host's own values as the role sees them (with the role's defaults)
                 return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
+                        "ansible_host": task_vars.get("ansible_host"),
                         "ansible_facts": task_vars.get("ansible_facts") or {}}
             hv = hostvars.get(name, {})
-            return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
+            return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_facts")}
 
         cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or ())

@@ -368,6 +368,12 @@ cluster:
       type: list
       elements: str
       returned: success
+    known_hosts:
+      description: Inventory name -> the host's C(known_hosts) entry from its facts, C(names) (inventory name,
+        C(ansible_host), hostname, FQDN and its addresses) and C(key), its ed25519 host key (empty where its facts
+        hold none). SSH trust writes it; a changed host key is an input of the stages that read the cluster.
+      type: dict
+      returned: success
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

@@ -696,18 +696,29 @@ def member_addresses(ip, facts):
     return (v4 + v6) or ([ip] if ip else [])
 
 
+def known_host(host, hostvars, addresses):
+    """A cluster host's known_hosts entry, from its facts: the names other hosts reach it by (inventory name,
+    ansible_host, hostname, FQDN and its member addresses) and its ed25519 host key ("" where its facts hold none)."""
+    facts = hostvars.get("ansible_facts") or {}
+    names = [host, hostvars.get("ansible_host"), facts.get("hostname"), facts.get("fqdn"), *addresses]
+    return {"names": list(dict.fromkeys(str(n) for n in names if n)),
+            "key": str(facts.get("ssh_host_key_ed25519_public") or "")}
+
+
 def cluster_members(head, workers, hostvars_of, left_out=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
-    hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_facts).
+    hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
+    ansible_facts).
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
     members = list(head) + [w for w in workers if w not in head]
-    ips, expected, awaited, addresses = {}, {}, {}, {}
+    ips, expected, awaited, addresses, known_hosts = {}, {}, {}, {}, {}
     for host in members:
         hv = hostvars_of(host)
         ips[host] = member_ip(host, hv)
         addresses[host] = member_addresses(ips[host], hv.get("ansible_facts"))
+        known_hosts[host] = known_host(host, hv, addresses[host])
         names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
         nodes = expected_of(host, ips[host], names)
         expected.update(nodes)
@@ -717,5 +728,6 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
     # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
     sources = list(dict.fromkeys([a for a in found if ":" not in a] + [a for a in found if ":" in a]))
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
+            "known_hosts": known_hosts,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

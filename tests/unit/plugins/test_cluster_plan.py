@@ -196,6 +196,25 @@ def test_a_host_left_out_keeps_its_place_but_is_not_awaited():
     assert cluster["awaited_nodes"] == {"10.0.0.1": "h", "10.0.0.2": "w1"} and cluster["left_out"] == ["w2"]
 
 
+def test_each_members_known_hosts_entry_names_it_by_every_name_and_address_with_its_host_key():
+    """SSH trust's known_hosts comes from the plan: the inventory name, ansible_host, hostname, FQDN and the member
+    addresses (a docker0 bridge's is none: every docker host has 172.17.0.1), each once, with the ed25519 host key;
+    a host whose facts hold no key gets an empty one (SSH trust's check names it)."""
+    hostvars = {
+        "h": {"ansible_host": "10.0.0.1", "ansible_facts": {
+            "default_ipv4": {"address": "10.0.0.1"}, "hostname": "head", "fqdn": "head.example.com",
+            "interfaces": ["eth0", "docker0"], "docker0": {"ipv4": {"address": "172.17.0.1"}},
+            "all_ipv4_addresses": ["10.0.0.1", "172.17.0.1"], "all_ipv6_addresses": ["fe80::1", "fd00::1"],
+            "ssh_host_key_ed25519_public": "AAAAC3Nz-head"}},
+        "w1": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.2"}}},
+    }
+    cluster = cluster_members(["h"], ["w1"], hostvars.__getitem__)
+    assert cluster["known_hosts"] == {
+        "h": {"names": ["h", "10.0.0.1", "head", "head.example.com", "fd00::1"], "key": "AAAAC3Nz-head"},
+        "w1": {"names": ["w1", "10.0.0.2"], "key": ""},
+    }
+
+
 def test_version_tuple():
     assert version_tuple("2.60.0") == (2, 60, 0) and version_tuple("1!2.3rc1") == (2, 3)
     assert version_tuple("2.60") == (2, 60) and version_tuple("x") is None
