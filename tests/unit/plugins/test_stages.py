@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import cluster_members
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     FILE_ACTIONS,
     PACKAGE_ACTIONS,
@@ -18,6 +19,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     STAGES,
     UNIT_ACTIONS,
     UNRECORDED_ACTIONS,
+    cluster_inputs,
     drift_summary,
     inputs_digests,
     items_of_task_result,
@@ -432,6 +434,27 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     other = {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None}
     moved = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, other)
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
+
+
+def test_a_members_new_host_key_or_address_is_an_input_of_ssh_trust_but_its_docker0_is_none():
+    """known_hosts comes from the cluster plan: a member whose host key changes (a reinstalled node) makes SSH trust
+    run again on every host; docker0 coming or going on a member changes nothing."""
+    facts = {"default_ipv4": {"address": "10.0.0.2"}, "interfaces": ["eth0"], "all_ipv4_addresses": ["10.0.0.2"],
+             "ssh_host_key_ed25519_public": "AAAA-old"}
+
+    def ssh_trust_digest(worker_facts):
+        hostvars = {"h": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}}},
+                    "w": {"ansible_facts": worker_facts}}
+        cluster = cluster_inputs({"ray_head": ["h"], "ray_worker": ["w"]},
+                                 cluster_members(["h"], ["w"], hostvars.__getitem__))
+        return inputs_digests("code", {}, {}, cluster)["ssh_trust"]
+
+    one = ssh_trust_digest(facts)
+    docker = dict(facts, interfaces=["eth0", "docker0"], docker0={"ipv4": {"address": "172.17.0.1"}},
+                  all_ipv4_addresses=["10.0.0.2", "172.17.0.1"])
+    assert ssh_trust_digest(docker) == one
+    assert ssh_trust_digest(dict(facts, ssh_host_key_ed25519_public="AAAA-new")) != one
+    assert ssh_trust_digest(dict(facts, all_ipv4_addresses=["10.0.0.2", "192.168.7.2"])) != one
 
 
 class _HostVars(dict):
