@@ -11,8 +11,8 @@ module: ssh_trust_plan
 short_description: Check the SSH trust's settings and decide who holds the cluster key, on the controller
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
-  - Checks the ssh_trust role's variables and returns the cluster's members (the hosts of C(ray_head) and
-    C(ray_worker)), whether this host holds the cluster's private key (the head, or every member with
+  - Checks the ssh_trust role's variables and returns whether this host holds the cluster's private key (the
+    head of C(ray_head), or every host of C(ray_head) and C(ray_worker) with
     O(ssh_trust_private_key_on=all)), the booleans, and with O(ssh_trust_sshd_harden) the lines C(sshd -T) must print
     for O(ssh_trust_sshd_settings) (C(keyword value) in lower case, C(prohibit-password) by its old name
     C(without-password)).
@@ -93,11 +93,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-members:
-  description: The cluster's members, the hosts of C(ray_head) then C(ray_worker).
-  returned: success
-  type: list
-  elements: str
 holds_key:
   description: Whether this host holds the cluster's private key (the head, or every member with
     O(ssh_trust_private_key_on=all)).

@@ -104,10 +104,11 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
     naming every problem.
 
     heads, workers: the hosts of groups ray_head and ray_worker (the cluster's members; the head holds the key).
+    The members themselves, their addresses and host keys are the cluster plan's (cluster_members).
     password_vars: the connection variables set for host that make Ansible log in with a password (PASSWORD_VARS):
     key-only logins would lock it out. login_user: the user Ansible logs in as (named in that message).
     is_dir(path): whether path is a directory on the controller (ssh_trust_key_path and <path>.pub must not be).
-    Returns the cluster's members, whether host holds the private key, the booleans, and with ssh_trust_sshd_harden
+    Returns whether host holds the private key, the booleans, and with ssh_trust_sshd_harden
     the keywords the drop-in sets and the lines `sshd -T` must print for them."""
     problems = []
 
@@ -141,7 +142,6 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
 
     settings = v["ssh_trust_sshd_settings"] if harden else {}
     return {
-        "members": list(heads) + list(workers),
         "holds_key": v["ssh_trust_private_key_on"] == "all" or host in heads,
         "rotate": boolean(v["ssh_trust_rotate"]),
         "restrict_source": boolean(v["ssh_trust_restrict_source"]),

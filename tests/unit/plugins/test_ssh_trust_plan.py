@@ -63,7 +63,7 @@ def one_problem(**extra) -> str:
 
 def test_defaults_pass():
     assert plan() == {
-        "members": ["head", "worker1", "worker2"], "holds_key": False, "rotate": False, "restrict_source": True,
+        "holds_key": False, "rotate": False, "restrict_source": True,
         "sshd_harden": True,
         "sshd_keywords": ["PasswordAuthentication", "KbdInteractiveAuthentication", "PermitEmptyPasswords",
                           "PermitRootLogin"],
