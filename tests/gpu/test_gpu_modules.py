@@ -370,3 +370,119 @@ def test_a_named_node_beside_the_head_is_found_by_its_name(nvml, ray_bin, head):
                                            "node_names": [name, f"{head['ip']}/gpu1"]})
         print("msg:", missing.get("msg"))
         assert missing.get("failed") and f"Ray lists no alive node with name {head['ip']}/gpu1" in missing["msg"]
+
+
+
+GPU_TASK_NODES = """
+import sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+
+@ray.remote(num_gpus=1)
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+print(" ".join(ray.get([where.remote() for _ in range(4)], timeout=120)))
+"""
+
+# One run of rayfleet.health in a process of its own, as the node's timer runs it (Ray's client reads a cluster's
+# token once per process). The units' systemd state is taken as active, and a restart is written to a file for the
+# test to carry out: these nodes have no systemd units. Prints the state and the GCS's node table.
+HEALTH_RUN = """
+import json, sys
+from pathlib import Path
+from rayfleet import health
+from rayfleet.raynode import load_settings
+
+spec = json.loads(sys.argv[1])
+nodes = [health.Node(config, unit, load_settings(config)) for config, unit in spec["nodes"]]
+
+def restart(unit):
+    with open(spec["restarts"], "a") as out:
+        out.write(unit + "\\n")
+    return True, ""
+
+env = health.Environment(unit_active=lambda unit: True, restart=restart)
+options = health.Options(health_dir=Path(spec["dir"]), script_timeout=30, drain=True)
+state = health.run(nodes, options, env, spec["previous"], log=lambda msg: print("health:", msg, file=sys.stderr))
+table = [dict(entry) for entry in health.gcs_nodes(nodes[0].settings)]
+print(json.dumps({"state": state, "table": table}, default=str))
+"""
+
+
+def test_health_drains_a_failing_gpu_node_and_brings_it_back(nvml, ray_bin, head, tmp_path):
+    """rayfleet.health on the head and a named GPU node beside it: NVML's GPUs against Ray's GPU count for each
+    node, the node table read from the GCS, the drain through Ray's GCS client. A failing site script in health.d
+    drains the named node (Ray then places no GPU task there) and never the head; with the script gone the node is
+    restarted (by the test, as systemctl would restart its unit) and comes back with a new node id."""
+    n = len(nvml.gpus)
+    name = f"{head['ip']}/gpu1"
+    base = Path(tempfile.mkdtemp(prefix="rf-gpu-h-", dir="/tmp"))
+    settings = RayNodeSettings.from_mapping({
+        "role": "worker", "node_ip": head["ip"], "ray_bin": ray_bin, "head_address": head["address"],
+        "node_name": name, "temp_dir": str(base / "ray"), "socket_ifname": "auto", "auth_token_path": head["token"],
+        "num_gpus": n, "ports": {"object_manager": 23076, "node_manager": 23077, "dashboard_agent_grpc": 23078,
+                                 "runtime_env_agent": 23079, "metrics_export": 23080,
+                                 "dashboard_agent_listen": 52765, "min_worker": 23100, "max_worker": 23999}})
+    checks = tmp_path / "health.d"
+    checks.mkdir(mode=0o755)
+    restarts = tmp_path / "restarts"
+    spec = {"nodes": [[str(head["log"].with_name("head.log.settings.json")), "ray-head.service"],
+                      [str(base / "worker.log.settings.json"), "ray-worker-gpu1.service"]],
+            "dir": str(checks), "restarts": str(restarts), "previous": None}
+
+    def check(previous):
+        proc = subprocess.run([sys.executable, "-c", HEALTH_RUN, json.dumps(dict(spec, previous=previous))],
+                              capture_output=True, text=True, timeout=120, env=lib_env(), check=False)
+        print(proc.stderr.strip())
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout)
+        return out["state"], {node["name"]: node for node in out["state"]["nodes"]}, {
+            e["node_id"]: e for e in out["table"]}
+
+    def until(what, ready, timeout=90.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = ready()
+            if found:
+                return found
+            time.sleep(2)
+        raise AssertionError(f"{what}: not within {timeout:g} s\n{(base / 'worker.log').read_text()[-3000:]}")
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ray_node(settings, base, "worker.log", stop_timeout=30))
+        state, by_name, _table = until("the named node alive in Ray", lambda: (s := check(None))[0]["ok"] and s)
+        for node in by_name.values():
+            gpu = next(c for c in node["checks"] if c["name"] == "gpu")
+            print(node["name"], json.dumps(node["checks"]))
+            assert gpu["state"] == "ok" and gpu["reason"].startswith(f"nvidia {n} GPU(s), Ray {n}"), gpu
+        old_id, head_id = by_name[name]["node_id"], by_name[head["ip"]]["node_id"]
+        assert old_id and head_id and old_id != head_id
+
+        script = checks / "50-ecc"
+        script.write_text("#!/bin/sh\necho 'uncorrected ECC errors over the site limit'\nexit 3\n")
+        script.chmod(0o755)
+        state, by_name, table = check(state)
+        worker, head_node = by_name[name], by_name[head["ip"]]
+        assert not state["ok"] and worker["drained"]["node_id"] == old_id, worker
+        assert "script:50-ecc: exit 3: uncorrected ECC errors over the site limit" in worker["drained"]["reason"]
+        assert head_node["drained"] is None and "the head is never drained" in head_node["action"], head_node
+        print("drained:", worker["action"], "; Ray:", table[old_id].get("state"), table[old_id].get("draining"))
+        placed = subprocess.run([sys.executable, "-c", GPU_TASK_NODES, head["address"]], capture_output=True,
+                                text=True, timeout=180, env=lib_env(**auth_env(head["token"])), check=False)
+        assert placed.returncode == 0, placed.stderr[-3000:]
+        assert set(placed.stdout.split()) == {head_id}, (placed.stdout, old_id)
+
+        script.unlink()
+        state, by_name, _table = until("a restart once Ray lists the drained node dead",
+                                       lambda: (s := check(state))[1][name]["restarted"] and s)
+        assert restarts.read_text().split() == ["ray-worker-gpu1.service"], by_name[name]
+        print("back:", by_name[name]["action"])
+        stack.close()  # the unit's restart: stop the node, start it again
+        stack.enter_context(ray_node(settings, base, "worker.log", stop_timeout=30))
+        state, by_name, _table = until("the restarted node alive with a new id",
+                                       lambda: (s := check(state))[0]["ok"] and s)
+        worker = by_name[name]
+        assert worker["node_id"] not in (None, old_id) and worker["drained"] is None, worker
+        assert worker["restarted"]["drained_node_id"] == old_id, worker
+        raylet = next(c for c in worker["checks"] if c["name"] == "raylet")
+        assert raylet["reason"] == f"node {worker['node_id'][:12]} alive", raylet  # alive, and not draining
