@@ -70,8 +70,10 @@ VALIDATE = "validate"
 
 # Variables that say how to run, not what to converge to: never part of a stage's inputs
 RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable"})
-# Facts a stage's result depends on: a new kernel, distribution or address makes every stage run again
+# Facts a stage's result depends on: a new kernel or distribution makes every stage run again; a new address, the
+# stages that read addresses (ADDRESS_FACTS)
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
+ADDRESS_FACTS = ("default_ipv4", "default_ipv6")
 # Parts of the default addresses' facts no stage reads, which may change when a host boots (a container's or a VM's
 # MAC address is new on every start): they are no input
 VOLATILE_ADDRESS_FACTS = frozenset({"macaddress"})
@@ -284,6 +286,25 @@ def stage_reads(root, code):
     return _STAGE_READS[key]
 
 
+# What in a stage's files reads the host's addresses: the address facts, the node's IP, the cluster plan (its node IP
+# and members), the other hosts' addresses
+_READS_ADDRESSES = re.compile(
+    r"\b(?:default_ipv[46]|all_ipv[46]_addresses|ray_node_ip|node_ip|ansible_host|__ray_plan\w*|head_address)\b")
+_ADDRESS_STAGES = {}
+
+
+def address_stages(root, code):
+    """The stages whose inputs include the host's default addresses: those that read the cluster's members, and those
+    whose files read an address (computed from the collection's code, cached per code digest). A host whose address
+    changes (a new DHCP lease, a node booted from a baked image) runs these again, and not the others."""
+    key = (root, code)
+    if key not in _ADDRESS_STAGES:
+        _ADDRESS_STAGES[key] = frozenset(
+            item.name for item in STAGES
+            if item.cluster_inputs or any(_READS_ADDRESSES.search(text) for text in _stage_files(root, item).values()))
+    return _ADDRESS_STAGES[key]
+
+
 def stage_vars(host_vars, reads):
     """The host's variables one stage reads ((prefixes, names) of stage_reads)."""
     prefixes, names = reads
@@ -314,17 +335,20 @@ def host_inputs(hostvars, host, groups):
     these = stages_of(mine.get("group_names") or [])
     code = code_digest(root)
     return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these,
-                          reads=stage_reads(root, code))
+                          reads=stage_reads(root, code), addresses=address_stages(root, code))
 
 
-def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None):
+def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None):
     """Each stage's inputs digest for one host: code digest, the host's variables that stage reads (reads: from
-    stage_reads; None: all of them) and facts, and for the stages that read them, the cluster's members."""
-    base = {"code": code, "facts": input_facts(facts or {})}
+    stage_reads; None: all of them) and facts (the default addresses only for the stages in addresses, from
+    address_stages; None: every stage), and for the stages that read them, the cluster's members."""
+    facts = input_facts(facts or {})
+    local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
     for item in these:
         mine = host_vars if reads is None else stage_vars(host_vars, reads[item.name])
-        inputs = dict(base, stage=item.name, vars=mine)
+        seen = facts if addresses is None or item.name in addresses else local
+        inputs = {"code": code, "facts": seen, "stage": item.name, "vars": mine}
         if item.cluster_inputs:
             inputs["cluster"] = cluster
         out[item.name] = digest(inputs)

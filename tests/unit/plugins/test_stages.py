@@ -527,6 +527,20 @@ def test_a_new_address_is_an_input_a_new_mac_address_is_not():
     assert moved["common"] != one["common"]
 
 
+def test_a_new_address_runs_only_the_stages_that_read_addresses():
+    """A node whose default address changes (a new DHCP lease; a node booted from a baked image) runs again the stages
+    that read addresses or the cluster's members, not the base, GPU, NCCL and ML stages; a new kernel runs them all."""
+    facts = {"kernel": "6.1", "default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}}
+    before = _inputs(ansible_facts=facts)
+    moved = _inputs(ansible_facts=dict(facts, default_ipv4={"address": "10.0.0.6", "interface": "eth0"}))
+    assert {name for name in before if before[name] != moved[name]} == {
+        "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "ray", "monitoring"}
+    assert stages.address_stages(str(ROOT), stages.code_digest(str(ROOT))) >= {
+        stage.name for stage in STAGES if stage.cluster_inputs}
+    upgraded = _inputs(ansible_facts=dict(facts, kernel="6.2"))
+    assert {name for name in before if before[name] != upgraded[name]} == set(before)
+
+
 def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
     prefixes = stages.variable_prefixes(["ray", "common"])
     got = stages.input_vars(
