@@ -58,9 +58,23 @@ node-image: image venv wheels
 # The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.
 # pip takes it from a local mirror where one is configured (find-links), else from the index.
 TORCH_VERSION := $(shell sed -n 's/^pytorch_version: "\(.*\)"/\1/p' roles/pytorch/defaults/main.yml)
-# and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU)
+# and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU), and Ray at the ray role's
+# pinned version with its extras, NVML bindings and dependencies, for the hosts' Python (Debian 12's 3.11, Ubuntu
+# 24.04's 3.12): the sandbox installs Ray from the wheelhouse alone (ray_pip_extra_args: --no-index), as an offline
+# site does, so N hosts do not download the same wheels N times.
 NCCL_VERSION := $(shell sed -n 's/^nccl_wheel_version: "\(.*\)"/\1/p' inventories/sandbox/group_vars/all/nccl.yml)
+RAY_VERSION := $(shell sed -n 's/^ray_version: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
+RAY_EXTRAS := $(shell sed -n 's/^ray_pip_extras: \[\(.*\)\]/\1/p' roles/ray/defaults/main.yml | tr -d ' ')
+NVML_PACKAGE := $(shell sed -n 's/^ray_nvml_package: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
+HOST_PYTHONS := 3.11 3.12
 wheels: venv
+	@for py in $(HOST_PYTHONS); do \
+	  done=.cache/wheels/.ray-$(RAY_VERSION)-$(RAY_EXTRAS)-py$$py; test -f $$done && continue; \
+	  echo "downloading Ray $(RAY_VERSION) and its dependencies for Python $$py into .cache/wheels"; \
+	  pip download -q --only-binary=:all: --python-version $$py --platform manylinux_2_28_$$(uname -m) \
+	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
+	    --platform manylinux_2_5_$$(uname -m) --platform manylinux1_$$(uname -m) -d .cache/wheels \
+	    "ray[$(RAY_EXTRAS)]==$(RAY_VERSION)" "$(NVML_PACKAGE)" && touch $$done || exit 1; done
 	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl >/dev/null 2>&1 || \
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_28_$$(uname -m) -d .cache/wheels "torch==$(TORCH_VERSION)"
