@@ -23,7 +23,7 @@ TOKEN_PATH = "/etc/rayfleet/auth-token"
 GCS_PORT = 6379
 # site.yml's package installs: none may change on a host booted from a baked image
 PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables",
-                 "Install node exporter", "Install Prometheus", "Install the NFS client tools")
+                 "Install the monitoring packages", "Install the NFS client tools")
 TASK = re.compile(r"^TASK \[(.+?)\] \*+$")
 CHANGED = re.compile(r"^changed: \[([^\]]+)\]")
 

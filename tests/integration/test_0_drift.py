@@ -169,6 +169,30 @@ def test_c_an_edited_ray_settings_file_restarts_that_node_only(head, request):
     assert set(changed(again).values()) == {0}, again.stdout[-3000:]
 
 
+def test_c_an_edited_node_library_module_is_put_back_and_that_node_restarted(head, request):
+    """The node library (copied to each node as one archive) is watched file by file: a module edited by hand on one
+    worker is put back from the controller's copy and that node's Ray restarts on it (Ray's processes import the
+    library); a module the library does not have is removed while the stage runs there."""
+    ips = inventory_ips(request)
+    before = ids(head)
+    lib = "/opt/rayfleet/lib/rayfleet"
+    original = sh(WORKER1, f"sha1sum {lib}/gpu.py")
+    sh(WORKER1, f"echo '# edited by hand' >> {lib}/gpu.py && echo 'left = 1' > {lib}/left_behind.py")
+    assert sh(WORKER1, f"sha1sum {lib}/gpu.py") != original
+
+    proc = site_ok()
+    assert gates(proc).get("ray") == {WORKER1}, gates(proc)
+    assert changed(proc)[WORKER1] > 0 and changed(proc)[HEAD] == 0 and changed(proc)[WORKER2] == 0
+    assert sh(WORKER1, f"sha1sum {lib}/gpu.py") == original
+    assert rc(WORKER1, f"test -e {lib}/left_behind.py") == 1
+    after = ids(head)
+    assert after[ips[WORKER1]] != before[ips[WORKER1]], "worker1 kept its Ray node on the edited library"
+    assert after[ips[HEAD]] == before[ips[HEAD]] and after[ips[WORKER2]] == before[ips[WORKER2]]
+
+    again = site_ok()
+    assert set(changed(again).values()) == {0}, again.stdout[-3000:]
+
+
 def test_d_drift_yml_reports_without_changing_anything(head):
     sh(WORKER1, "echo '# by hand' >> /etc/sysctl.d/60-rayfleet.conf")
     try:
