@@ -32,6 +32,8 @@ import tempfile
 from ansible.plugins.callback import CallbackBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     SPOOL_ENV,
+    collection_code,
+    collection_root,
     items_of_task_result,
     short_action,
     spool_write,
@@ -101,6 +103,15 @@ class CallbackModule(CallbackBase):
                 self._changed.setdefault(host, set()).add(self._current[host])
                 self._spool_host(host)
             self._display.warning("rayfleet.cluster.stage_items: %s; no stage record for %s this run" % (exc, host))
+
+    def v2_playbook_on_start(self, playbook):
+        # The collection's code digest and what each stage reads, computed here in the main process: the workers
+        # forked for each task inherit them (the drift check and the stage records of every host need them).
+        try:
+            collection_code(collection_root())
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # each worker computes them then
+            self._display.vvv("rayfleet.cluster.stage_items: the collection's code is read per task: %s" % exc)
 
     def v2_playbook_on_stats(self, stats):
         shutil.rmtree(self._spool, ignore_errors=True)

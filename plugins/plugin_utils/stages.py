@@ -311,6 +311,19 @@ def stage_vars(host_vars, reads):
     return {key: value for key, value in host_vars.items() if key.startswith(prefixes) or key in names}
 
 
+_CODE = {}
+
+
+def collection_code(root):
+    """(code digest, stage_reads, address_stages) of the collection at root, computed once per process. The
+    stage_items callback computes them in Ansible's main process when the playbook starts, so the worker processes
+    that run each task (forked from it) inherit them rather than each reading and hashing the collection again."""
+    if root not in _CODE:
+        code = code_digest(root)
+        _CODE[root] = (code, stage_reads(root, code), address_stages(root, code))
+    return _CODE[root]
+
+
 def host_inputs(hostvars, host, groups):
     """Each stage's inputs digest for host, read from Ansible's hostvars (inventory, group and extra variables;
     no role defaults: those are code)."""
@@ -333,9 +346,9 @@ def host_inputs(hostvars, host, groups):
         plan = hostvars[heads[0]].get("__ray_plan_result")
     cluster = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
     these = stages_of(mine.get("group_names") or [])
-    code = code_digest(root)
-    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these,
-                          reads=stage_reads(root, code), addresses=address_stages(root, code))
+    code, reads, addresses = collection_code(root)
+    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, reads=reads,
+                          addresses=addresses)
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None):

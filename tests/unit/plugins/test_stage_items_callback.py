@@ -119,3 +119,20 @@ def test_a_partial_run_puts_back_the_record_it_set_aside_only_if_the_stage_chang
     result = action.run(task_vars=task_vars)
     assert result["written"] is False and "--tags ray" in result["skip_reason"]
     assert [call["state"] for call in calls] == ([settled] if settled else [])
+
+
+def test_the_collections_code_is_read_once_in_the_main_process_for_every_worker(callback, monkeypatch):
+    """At the playbook's start the callback computes the code digest and what each stage reads: the worker processes
+    forked for each task (the drift check, the stage records) inherit them instead of reading the collection again."""
+    from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
+
+    calls = []
+    digest = stages.code_digest
+    monkeypatch.setattr(stages, "_CODE", {})
+    monkeypatch.setattr(stages, "code_digest", lambda root: calls.append(root) or digest(root))
+    callback.v2_playbook_on_start(None)
+    root = stages.collection_root()
+    assert calls == [root] and set(stages._CODE) == {root}
+    code, reads, addresses = stages.collection_code(root)
+    assert calls == [root], "computed again after the callback did"
+    assert code == digest(root) and set(reads) == {s.name for s in stages.STAGES} and "ray" in addresses
