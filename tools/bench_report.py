@@ -59,7 +59,8 @@ def converge_section(results: list[dict]) -> str:
         "re-runs (each must report changed=0 and keep every Ray node id), re-runs after one config file was edited on",
         "one worker (each must repair it there only and keep every Ray node id), and the floor: the same hosts with",
         "the units stopped and `ray start` run by hand with the same settings until Ray lists every node alive.",
-        "Seconds; medians of the runs listed.",
+        "Seconds; medians of the runs listed. The hosts install packages from Debian's mirror, and Ray (with no",
+        "index) and torch from the sandbox's wheelhouse (`make wheels`), as an offline site would.",
         "",
     ]
     for r in results:
