@@ -28,10 +28,20 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version()}
 
 
+# What the benchmarks write themselves: a change there is no change to what was measured
+OUTPUTS = ("artifacts", "docs/benchmarks.md")
+
+
 def commit() -> str:
-    """`git describe --always --dirty` of the checkout, empty outside a git checkout."""
-    return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip()
+    """The checkout's commit (`git describe --always`), with -dirty when a tracked file other than the benchmarks'
+    own outputs differs from it; empty outside a git checkout."""
+    described = subprocess.run(["git", "describe", "--always"], cwd=ROOT, capture_output=True, text=True,
+                               check=False).stdout.strip()
+    if not described:
+        return ""
+    changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", *(f":!{p}" for p in OUTPUTS)], cwd=ROOT,
+                             capture_output=True, check=False).returncode
+    return described + ("-dirty" if changed else "")
 
 
 def utc_now() -> str:
