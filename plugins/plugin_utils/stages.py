@@ -384,7 +384,8 @@ PACKAGE_ACTIONS = frozenset({"apt", "package", "dnf", "yum", "dpkg_selections"})
 # role records
 UNRECORDED_ACTIONS = frozenset({
     "assert", "debug", "fail", "set_fact", "include_tasks", "import_tasks", "include_role", "import_role",
-    "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup", "uri",
+    "include_vars", "meta", "slurp", "stat", "find", "getent", "package_facts", "service_facts", "setup",
+    "gather_facts", "uri",
     "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive", "git",
     "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check", "nccl_plan",
     "ray_host_clusters", "reach_policy", "preflight_verdict",
