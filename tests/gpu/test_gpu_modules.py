@@ -372,7 +372,6 @@ def test_a_named_node_beside_the_head_is_found_by_its_name(nvml, ray_bin, head):
         assert missing.get("failed") and f"Ray lists no alive node with name {head['ip']}/gpu1" in missing["msg"]
 
 
-
 GPU_TASK_NODES = """
 import sys, ray
 ray.init(address=sys.argv[1], log_to_driver=False)
