@@ -8,6 +8,7 @@ or removed by whether the stage changed anything there."""
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     StageError,
@@ -25,8 +26,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("stage", "directory", "state"))  # state: present, or aside (the module's other states
-    # are this action's choice at the end of a partial run)
+    # state: present, or aside (the module's other states are this action's choice at the end of a partial run)
+    _VALID_ARGS = frozenset(("stage", "directory", "state", "image"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -39,6 +40,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
+        # image: the record of a stage playbooks/bake.yml applied, for the nodes booted from the builder's image
+        image = boolean(self._task.args.get("image", False), strict=False)
         state = self._task.args.get("state", "present")
         if state not in ("present", "aside"):
             result.update(failed=True, msg="stage_record: state is %r; expected present or aside" % state)
@@ -71,13 +74,14 @@ class ActionModule(ActionBase):
             result.update(changed=False, written=False, skipped=True, state=settled.get("state"),
                           moved=settled.get("moved"), skip_reason="no record written: %s" % why)
             return result
-        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}))[this.name]
+        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}), only=this.name)[this.name]
         module_args = {
             "stage": this.name,
             "inputs": inputs,
             "items": merge_items(items),
             "upstream": list(this.upstream),
             "directory": directory,
+            "image": image,
         }
         result.update(self._execute_module(module_name="rayfleet.cluster.stage_record", module_args=module_args,
                                            task_vars=task_vars))

@@ -15,6 +15,13 @@ options:
         directory per Ray cluster (C(ray_cluster_name), C(default) when unnamed).
     type: path
     default: /var/lib/rayfleet/stages
+  image_directory:
+    description:
+      - Where a baked image keeps the records of the stages C(playbooks/bake.yml) applied on its builder. A stage
+        with no record in O(directory) takes the image's, until the cluster's stage applies other inputs on the
+        host.
+    type: path
+    default: /var/lib/rayfleet/image-stages
 attributes:
   action:
     support: full

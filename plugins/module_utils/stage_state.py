@@ -301,6 +301,46 @@ def aside_path(directory, stage):
     return os.path.join(directory, "%s.json.aside" % stage)
 
 
+# Where a baked image keeps the records of the stages playbooks/bake.yml applied on its builder: a node booted from
+# the image takes them for its cluster's own until its cluster applies the stage with other inputs
+IMAGE_RECORD_DIR = "/var/lib/rayfleet/image-stages"
+
+
+def image_superseded_path(directory, stage):
+    """The marker, in a cluster's record directory, that the cluster's stage superseded the image's record."""
+    return os.path.join(directory, "%s.image-superseded" % stage)
+
+
+def effective_record(directory, image_directory, stage):
+    """(record, from_image): the stage's record in the cluster's directory, else the image's record of the stage
+    (image_directory) unless the cluster's stage superseded it; (None, False) without either."""
+    record = read_record(directory, stage)
+    if record is not None or not image_directory or os.path.exists(image_superseded_path(directory, stage)):
+        return record, False
+    record = read_record(image_directory, stage)
+    return record, record is not None
+
+
+def supersede_image_record(directory, image_directory, stage):
+    """Stop trusting the image's record of the stage on this host for this cluster (its stage is about to apply
+    other inputs; a run that stops part way leaves the host matching neither). True when the image has one."""
+    if not image_directory or read_record(image_directory, stage) is None:
+        return False
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(image_superseded_path(directory, stage), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    return True
+
+
+def trust_image_record_again(directory, stage):
+    """Trust the image's record again (a partial run set it aside and changed nothing). True when it was marked."""
+    try:
+        os.unlink(image_superseded_path(directory, stage))
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def _move(source, target):
     """os.replace; False when there was nothing to move."""
     try:

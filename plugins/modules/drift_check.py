@@ -73,6 +73,11 @@ stages:
     digest:
       description: The digest of this stage's record (null without a record).
       type: str
+    from_image:
+      description:
+        - Whether the record compared is the baked image's (O(image_directory)) - the cluster has no record of the
+          stage on the host yet.
+      type: bool
   sample:
     ray:
       recorded: true
@@ -81,6 +86,7 @@ stages:
       drifted_items: ["file:/etc/rayfleet/ray-worker.json"]
       upstream: {nccl: "5b0c..."}
       digest: "a41f..."
+      from_image: false
 records:
   description: Stage name to the digest of its record on the host, for every record there.
   returned: always
@@ -95,9 +101,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
+    IMAGE_RECORD_DIR,
     capture,
     check_stage,
-    read_record,
+    effective_record,
     record_digest,
 )
 
@@ -107,6 +114,7 @@ def build_module():
         argument_spec=dict(
             stages=dict(type="dict", required=True),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
+            image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
         ),
         supports_check_mode=True,
     )
@@ -118,14 +126,16 @@ def main():
     names = set(module.params["stages"])
     if os.path.isdir(directory):
         names |= {f[:-5] for f in os.listdir(directory) if f.endswith(".json") and not f.startswith(".")}
-    records = {name: read_record(directory, name) for name in sorted(names)}
+    effective = {name: effective_record(directory, module.params["image_directory"], name) for name in sorted(names)}
+    records = {name: record for name, (record, _image) in effective.items()}
     items = {}
     for record in records.values():
         for item in (record or {}).get("items") or []:
             items[repr(sorted(item.items()))] = item
     states = capture(module, list(items.values()))
     stages = {
-        name: check_stage(records[name], module.params["stages"].get(name), states)
+        name: dict(check_stage(records[name], module.params["stages"].get(name), states),
+                   from_image=effective[name][1])
         for name in module.params["stages"]
     }
     module.exit_json(

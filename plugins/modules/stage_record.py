@@ -24,6 +24,8 @@ description:
     that applies only part of the stage (C(--tags)) writes no record; at the stage's end the action puts the copy
     back when none of the stage's tasks changed anything on the host (O(state=restored)), and removes it otherwise
     (O(state=discarded)), so a later run with the old inputs does not trust a record the host no longer matches.
+  - On a node booted from a baked image, setting aside also stops the image's record of the stage from standing in
+    for the cluster's (O(image_directory)); putting the copy back trusts it again.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -49,6 +51,12 @@ options:
     type: list
     elements: dict
     default: []
+  image:
+    description:
+      - Write the record to O(image_directory) rather than O(directory) - C(playbooks/bake.yml) records the stages
+        it applied on the builder for the nodes booted from its image. Only with O(state=present).
+    type: bool
+    default: false
   upstream:
     description: The stages whose records' digests this record keeps (a change there makes this stage run).
     type: list
@@ -106,14 +114,18 @@ items:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
+    IMAGE_RECORD_DIR,
     RECORD_FORMAT,
     capture,
     discard_aside,
+    effective_record,
     item_key,
     read_record,
     record_digest,
     restore_aside,
     set_aside,
+    supersede_image_record,
+    trust_image_record_again,
     write_record,
 )
 
@@ -127,6 +139,8 @@ def build_module():
             items=dict(type="list", elements="dict", default=[]),
             upstream=dict(type="list", elements="str", default=[]),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
+            image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
+            image=dict(type="bool", default=False),
         ),
         required_if=[("state", "present", ("inputs",))],
         supports_check_mode=True,
@@ -136,13 +150,22 @@ def build_module():
 def main():
     module = build_module()
     params = module.params
-    directory, name = params["directory"], params["stage"]
+    directory, name, image = params["directory"], params["stage"], params["image_directory"]
+    if params["image"]:
+        if params["state"] != "present":
+            module.fail_json(msg="stage %s: image=true writes the image's record; state is %s, expected present"
+                             % (name, params["state"]))
+        directory = image
     if params["state"] != "present":
         action = {"aside": set_aside, "restored": restore_aside, "discarded": discard_aside}[params["state"]]
         if module.check_mode:
             module.exit_json(changed=False, state=params["state"], moved=False)
         try:
             moved = action(directory, name)
+            if params["state"] == "aside":
+                supersede_image_record(directory, image, name)
+            elif params["state"] == "restored":
+                trust_image_record_again(directory, name)
         except OSError as exc:
             module.fail_json(msg="stage %s: cannot %s its record in %s: %s"
                              % (name, {"aside": "set aside", "restored": "restore",
@@ -161,7 +184,7 @@ def main():
     ordered = [items[key] for key in sorted(items)]
     upstream = {}
     for up in params["upstream"]:
-        record = read_record(directory, up)
+        record = effective_record(directory, image, up)[0]
         upstream[up] = record_digest(record) if record is not None else None
     record = {
         "format": RECORD_FORMAT,

@@ -222,6 +222,14 @@ def cluster_inputs(groups, cluster):
     }
 
 
+def _site_playbooks(root):
+    """The playbooks site.yml imports (playbooks/site.yml): those whose plays are the stages (bake.yml's plays apply
+    some of the same roles, for an image)."""
+    with open(os.path.join(root, "playbooks", "site.yml")) as handle:
+        names = re.findall(r"^\s*(?:ansible\.builtin\.)?import_playbook:\s*(\S+)\s*$", handle.read(), re.M)
+    return sorted(os.path.join(root, "playbooks", name) for name in names)
+
+
 def _stage_files(root, item):
     """The texts of the collection's files that decide what stage `item` applies: the playbooks that gate it, its
     roles and every role those include (rayfleet.cluster.<role>), and the action plugins they call (an action reads
@@ -234,7 +242,7 @@ def _stage_files(root, item):
                 texts[path] = handle.read()
 
     gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
-    for path in sorted(glob.glob(os.path.join(root, "playbooks", "*.yml"))):
+    for path in _site_playbooks(root):
         with open(path) as handle:
             if gate.search(handle.read()):
                 read(path)
@@ -267,10 +275,11 @@ _STAGE_READS = {}
 
 def stage_reads(root, code):
     """{stage: (prefixes, names)}: the variables each stage reads - every variable with the prefix of one of its
-    roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), rayfleet_, the
-    whole prefix of a role whose plan it reads (__ray_plan_result: every ray_ setting), and each other collection
-    variable its files name. Computed from the collection's code (cached per code digest), so a new variable in a
-    role is an input of the stages that use it without a list to keep."""
+    roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), the whole prefix
+    of a role whose plan it reads (__ray_plan_result: every ray_ setting), and each other collection variable its
+    files name, rayfleet_ ones included (an inventory's per-host rayfleet_instance_id is an input only of the stages
+    that name it). Computed from the collection's code (cached per code digest), so a new variable in a role is an
+    input of the stages that use it without a list to keep."""
     key = (root, code)
     if key not in _STAGE_READS:
         roles = sorted(os.listdir(os.path.join(root, "roles")))
@@ -279,7 +288,7 @@ def stage_reads(root, code):
         reads = {}
         for item in STAGES:
             text = "\n".join(_stage_files(root, item).values())
-            prefixes = {"%s_" % role for role in item.roles} | {"rayfleet_"}
+            prefixes = {"%s_" % role for role in item.roles}
             prefixes |= {"%s_" % role for role in plans.findall(text)}
             reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)))
         _STAGE_READS[key] = reads
@@ -324,9 +333,9 @@ def collection_code(root):
     return _CODE[root]
 
 
-def host_inputs(hostvars, host, groups):
-    """Each stage's inputs digest for host, read from Ansible's hostvars (inventory, group and extra variables;
-    no role defaults: those are code)."""
+def host_inputs(hostvars, host, groups, only=None):
+    """Each stage's inputs digest for host (only: that stage's, whatever groups host is in), read from Ansible's
+    hostvars (inventory, group and extra variables; no role defaults: those are code)."""
     root = collection_root()
     roles = os.listdir(os.path.join(root, "roles"))
     mine = hostvars[host]
@@ -345,7 +354,7 @@ def host_inputs(hostvars, host, groups):
     if not isinstance(plan, Mapping) and heads:
         plan = hostvars[heads[0]].get("__ray_plan_result")
     cluster = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
-    these = stages_of(mine.get("group_names") or [])
+    these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
     code, reads, addresses = collection_code(root)
     return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, reads=reads,
                           addresses=addresses)
@@ -634,6 +643,12 @@ def drift_summary(checked):
 
 
 def _own_verdict(name, host, drift, records_now):
+    run, reason = _own_verdict_of_record(name, host, drift, records_now)
+    verdict = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
+    return run, reason + (" (the image's record)" if verdict.get("from_image") else "")
+
+
+def _own_verdict_of_record(name, host, drift, records_now):
     checked = drift.get(host)
     if not checked:
         return True, "no drift check ran on this host"

@@ -3,7 +3,7 @@
 
 a bare builder host -> bake (same roles as site.yml, image_cleanup and its hygiene checks, podman commit) ->
 three hosts booted from the image start Ray by themselves from their launch file -> site.yml on them installs no
-package and leaves Ray untouched.
+package, leaves Ray untouched and skips the base stage (recorded for the image).
 """
 
 from __future__ import annotations
@@ -129,3 +129,12 @@ def test_site_yml_on_the_image_installs_nothing_and_keeps_ray(cluster):
     assert package_changes(changed) == [], changed
     assert [t for t in changed if "Ensure Ray runs with these settings" in t] == [], changed
     assert alive_nodes(sb, head_ip) == before, "Ray was restarted: the baked settings differ from site.yml's"
+    # The base stage was recorded for the image on the builder: each node's drift check took that record and no
+    # node ran the stage again (it would have recorded it for the cluster), while the stages that read the
+    # cluster ran and recorded.
+    for host in ("head", "worker1", "worker2"):
+        records = exec_on(sb, host, "ls /var/lib/rayfleet/image-stages; echo --; ls /var/lib/rayfleet/stages/*/")
+        image, cluster = (part.split() for part in records.split("--"))
+        assert image == ["common.json"], (host, records)
+        assert "common.json" not in cluster and {"ray.json", "firewall.json", "ssh_trust.json"} <= set(cluster), (
+            host, records)

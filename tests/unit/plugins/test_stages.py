@@ -245,6 +245,8 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
     the stage table says (the drift check compares a host with the stages of its groups)."""
     seen = {}
     for path in ROOT.glob("playbooks/*.yml"):
+        if path.name == "bake.yml":  # its plays record stages for an image (test_bake_records_only_...)
+            continue
         for play in yaml.safe_load(path.read_text()) or []:
             pre = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
             post = [t for t in play.get("post_tasks", []) if "rayfleet.cluster.stage_record" in t]
@@ -275,6 +277,30 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
             seen[name] = path.name
     assert set(seen) == {stage.name for stage in STAGES}
+
+
+def test_bake_records_for_its_image_only_the_stages_it_applies_as_site_yml_would():
+    """playbooks/bake.yml records a stage for the nodes booted from its image only where the builder applies it as
+    site.yml would on them: the play holds the stage's roles alone, the stage's files name no ray_state (a role that
+    acts otherwise while baking), read no address and not the cluster's members (a booted node has its own). The
+    record's inputs then hold on a booted node of the same inventory, and its first site.yml skips the stage."""
+    code = stages.code_digest(str(ROOT))
+    reads = stages.stage_reads(str(ROOT), code)
+    addresses = stages.address_stages(str(ROOT), code)
+    recorded = []
+    for play in yaml.safe_load((ROOT / "playbooks" / "bake.yml").read_text()):
+        pre = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
+        post = [t for t in play.get("post_tasks", []) if "rayfleet.cluster.stage_record" in t]
+        if not pre and not post:
+            continue
+        name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
+        assert post[0]["rayfleet.cluster.stage_record"] == {"stage": name, "image": True}, play["name"]
+        assert [role["role"].rsplit(".", 1)[-1] for role in play["roles"]] == list(stages.STAGE_BY_NAME[name].roles)
+        assert not play.get("tasks"), play["name"]
+        assert "ray_state" not in reads[name][1], name
+        assert name not in addresses and not stages.STAGE_BY_NAME[name].cluster_inputs, name
+        recorded.append(name)
+    assert recorded == ["common"]
 
 
 # ---- whether a stage runs ----
@@ -418,6 +444,10 @@ def test_the_summary_says_per_stage_what_would_run_and_why():
     lines = drift_summary(checked)
     assert lines[0].split() == ["common", "ok", "nothing", "drifted"]
     assert lines[1].startswith("ray") and "run" in lines[1] and "ray-worker.service" in lines[1]
+    # a node booted from a baked image, compared with the image's record
+    lines = drift_summary(_checked(common=dict(CLEAN, from_image=True), ray=dict(CLEAN, recorded=False)))
+    assert lines[0].split() == ["common", "ok", "nothing", "drifted", "(the", "image's", "record)"]
+    assert lines[1].split() == ["ray", "run", "no", "record", "of", "this", "stage"]
 
 
 # ---- inputs ----
@@ -484,8 +514,11 @@ def _inputs(**variables):
         ("pytorch_version", "2.12.0", {"ml"}),
         ("common_user", "ops", {"common", "gpu", "nccl", "ssh_trust", "shared_storage", "checkpoint_store"}),
         ("monitoring_node_exporter_port", 9200, {"monitoring", "firewall"}),  # its port is opened
-        ("rayfleet_anything", 1, {stage.name for stage in STAGES if "gpu" in stage.groups or "ray_worker"
-                                  in stage.groups}),
+        # an inventory's own rayfleet_ variable (rayfleet_instance_id, rayfleet_availability_zone): an input of the
+        # stages that name it only, so a node booted from an image keeps the image's record of the base stage
+        ("rayfleet_instance_id", "i-0abc", set()),
+        ("rayfleet_spot", True, {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
+                                 "monitoring"}),
         ("rayfleet_full", True, set()),  # how to run, not what to converge to
     ],
 )
@@ -499,11 +532,15 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
     assert set(reads) == {stage.name for stage in STAGES}
     for stage in STAGES:
         prefixes = reads[stage.name][0]
-        assert {f"{role}_" for role in stage.roles} | {"rayfleet_"} <= set(prefixes), stage.name
+        assert {f"{role}_" for role in stage.roles} <= set(prefixes), stage.name
+        assert "rayfleet_" not in prefixes, stage.name
     # the cluster plan builds ray_<name>_port: a stage that reads the plan reads every ray_ setting
     assert "ray_" in reads["firewall"][0] and "ray_" in reads["monitoring"][0]
     assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
     assert "ray_venv_dir" in reads["ml"][1] and "ray_preemption_watch" not in reads["ml"][1]
+    # an inventory's per-host rayfleet_ variables are inputs only of the stages that name them
+    assert "rayfleet_spot" in reads["ray"][1] and "rayfleet_spot" not in reads["common"][1]
+    assert "rayfleet_instance_id" not in reads["common"][1]
 
 
 def test_no_role_or_playbook_reads_a_variable_by_a_name_it_builds():

@@ -65,13 +65,15 @@ def record(host, stage="ray", inputs="i1", these=None, upstream=(), check_mode=F
             "items": items(host) if these is None else these,
             "upstream": list(upstream),
             "directory": str(host / "records"),
+            "image_directory": str(host / "image"),
         },
         check_mode=check_mode,
     )
 
 
 def check(host, inputs=None):
-    out = run(drift_check, {"stages": inputs or {"ray": "i1"}, "directory": str(host / "records")})
+    out = run(drift_check, {"stages": inputs or {"ray": "i1"}, "directory": str(host / "records"),
+                            "image_directory": str(host / "image")})
     assert not out.failed, out.result
     return out.result
 
@@ -93,6 +95,7 @@ def test_a_record_is_root_only_and_a_clean_host_shows_no_drift(host):
         "drifted_items": [],
         "upstream": {},
         "digest": out.result["digest"],
+        "from_image": False,
     }
     assert result["records"] == {"ray": out.result["digest"]}
     # the same state again: nothing written
@@ -154,6 +157,7 @@ def test_new_inputs_and_missing_records_are_reported(host):
         "drifted_items": [],
         "upstream": {},
         "digest": None,
+        "from_image": False,
     }
 
 
@@ -206,8 +210,8 @@ def test_sshds_effective_settings_are_compared_whatever_file_changed_them(host, 
 
 
 def settle(host, state, check_mode=False):
-    out = run(stage_record, {"stage": "ray", "state": state, "directory": str(host / "records")},
-              check_mode=check_mode)
+    out = run(stage_record, {"stage": "ray", "state": state, "directory": str(host / "records"),
+                             "image_directory": str(host / "image")}, check_mode=check_mode)
     assert not out.failed, out.result
     return out.result
 
@@ -245,3 +249,48 @@ def test_a_record_written_at_the_stages_end_replaces_the_copy_set_aside(host):
 def test_writing_a_record_needs_its_inputs(host):
     out = run(stage_record, {"stage": "ray", "directory": str(host / "records")})
     assert out.failed and "inputs" in out.result["msg"]
+
+
+def bake_record(host, inputs="i1"):
+    """The record playbooks/bake.yml writes on the builder for the nodes booted from its image."""
+    out = run(stage_record, {"stage": "ray", "inputs": inputs, "items": items(host), "image": True,
+                             "directory": str(host / "records"), "image_directory": str(host / "image")})
+    assert not out.failed, out.result
+    return out.result
+
+
+def test_a_node_booted_from_an_image_takes_the_images_record_until_its_cluster_records_the_stage(host):
+    baked = bake_record(host)
+    assert baked["written"] and (host / "image" / "ray.json").exists() and not (host / "records").exists()
+    ray = check(host)["stages"]["ray"]
+    assert ray["recorded"] and ray["from_image"] and ray["inputs_changed"] is False and ray["drifted"] == []
+    assert check(host)["records"] == {"ray": baked["digest"]}
+    # the image's items are compared like the cluster's own: an edited file is drift
+    (host / "etc" / "ray.json").write_text('{"num_cpus": 4}\n')
+    assert check(host)["stages"]["ray"]["drifted_items"] == ["file:%s" % (host / "etc" / "ray.json")]
+    assert check(host, {"ray": "i2"})["stages"]["ray"]["inputs_changed"] is True
+    # once the cluster's stage records, its record is the one compared
+    record(host, inputs="i2")
+    ray = check(host, {"ray": "i2"})["stages"]["ray"]
+    assert ray["recorded"] and not ray["from_image"] and ray["inputs_changed"] is False and ray["drifted"] == []
+
+
+def test_a_stage_applying_other_inputs_than_the_images_stops_trusting_the_images_record(host):
+    """Set aside before applying other inputs: a run that stops part way must not leave the image's record vouching
+    for a host it changed, even with the image's inputs back."""
+    bake_record(host)
+    assert settle(host, "aside")["moved"] is False  # the cluster had no record of its own
+    assert check(host, {"ray": "i1"})["stages"]["ray"]["recorded"] is False
+    assert (host / "records" / "ray.image-superseded").stat().st_mode & 0o777 == 0o600
+    # a partial run that changed nothing trusts it again; one that changed something does not
+    settle(host, "restored")
+    assert check(host, {"ray": "i1"})["stages"]["ray"]["from_image"] is True
+    settle(host, "aside")
+    settle(host, "discarded")
+    assert check(host, {"ray": "i1"})["stages"]["ray"]["recorded"] is False
+
+
+def test_the_images_record_is_written_only_as_a_whole_record(host):
+    out = run(stage_record, {"stage": "ray", "state": "aside", "image": True, "directory": str(host / "records"),
+                             "image_directory": str(host / "image")})
+    assert out.failed and "image=true" in out.result["msg"] and "expected present" in out.result["msg"]
