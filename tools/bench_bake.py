@@ -21,11 +21,11 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bakeflow import bake, changed_tasks, package_changes, playbook, remove_image, wait_alive
+from bakeflow import bake, changed_tasks, package_changes, remove_image, wait_alive
 from bench_converge import BenchError, publish, run_site
 from benchinfo import stamp
 
@@ -36,10 +36,13 @@ GOAL_VERIFIED_S = 19.0
 GOAL_RATIO = 0.2
 
 
-def summarize(bare_s: float, bake_s: float, boots: Sequence[tuple[float, float, float]]) -> dict:
+def summarize(bare_s: float, bake_s: float, boots: Sequence[tuple[float, float, float]],
+              per_role: Sequence[Mapping[str, float]] = ()) -> dict:
     """The figures of one run: seconds of the bare site.yml and of bake.yml, and per boot of the baked image
-    (to Ray alive, to site.yml verified, site.yml alone), with their medians and verified / bare."""
+    (to Ray alive, to site.yml verified, site.yml alone), with their medians and verified / bare; per_role: each
+    boot's site.yml seconds per role (ansible.posix.profile_roles), whose medians are kept."""
     alive, verified, site = ([b[i] for b in boots] for i in range(3))
+    roles = sorted({name for boot in per_role for name in boot})
     return {
         "bare_site_s": round(bare_s, 1),
         "bake_s": round(bake_s, 1),
@@ -50,6 +53,8 @@ def summarize(bare_s: float, bake_s: float, boots: Sequence[tuple[float, float, 
         "median_boot_to_verified_s": round(statistics.median(verified), 1),
         "median_site_on_baked_s": round(statistics.median(site), 1),
         "verified_over_bare": round(statistics.median(verified) / bare_s, 3),
+        "site_on_baked_per_role_median_s": {
+            name: round(statistics.median(boot.get(name, 0.0) for boot in per_role), 2) for name in roles},
     }
 
 
@@ -59,8 +64,9 @@ def image_bytes(image: str) -> int | None:
     return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
 
 
-def boot(name: str, workers: int, image: str) -> tuple[float, float, float, dict[str, list[str]]]:
-    """One fresh cluster from the image: seconds to Ray alive, to site.yml done, site.yml alone; what it changed."""
+def boot(name: str, workers: int, image: str) -> tuple[float, float, float, dict[str, list[str]], dict[str, float]]:
+    """One fresh cluster from the image: seconds to Ray alive, to site.yml done, site.yml alone; what it changed;
+    site.yml's seconds per role."""
     sb = Sandbox(name)
     sb.down()
     try:
@@ -68,12 +74,8 @@ def boot(name: str, workers: int, image: str) -> tuple[float, float, float, dict
         hosts = sb.up(workers, image=image, launch=True)
         wait_alive(sb, hosts[0]["address"], len(hosts), timeout=180)
         alive = time.monotonic() - start
-        site_start = time.monotonic()
-        proc = playbook(sb, "site.yml")
-        done = time.monotonic()
-        if proc.returncode != 0:
-            raise BenchError(f"site.yml on the baked hosts failed:\n{proc.stdout[-4000:]}")
-        return alive, done - start, done - site_start, changed_tasks(proc.stdout)
+        site, _changed, roles, out = run_site(sb)
+        return alive, time.monotonic() - start, site, changed_tasks(out), roles
     finally:
         sb.down()
 
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         remove_image(image)
 
     packages = sorted({t for r in runs for t in package_changes(r[3])})
-    figures = summarize(bare, baked, [r[:3] for r in runs])
+    figures = summarize(bare, baked, [r[:3] for r in runs], [r[4] for r in runs])
     result = {
         "benchmark": "bake",
         **stamp("tools/bench_bake.py", argv, f"make bench-bake WORKERS={args.workers}",
@@ -145,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
          "median of " + " / ".join(f"{r[1]:.1f}" for r in runs)),
         ("  of which site.yml", f"{figures['median_site_on_baked_s']:.1f}",
          "median of " + " / ".join(f"{r[2]:.1f}" for r in runs)),
+        ("  per role (median)", "", ", ".join(f"{k} {v:.1f}" for k, v in sorted(
+            figures["site_on_baked_per_role_median_s"].items(), key=lambda kv: -kv[1]) if v >= 0.5)),
         ("verified / bare", f"{figures['verified_over_bare']:.3f}", f"goal <= {GOAL_RATIO:g}"),
         ("package tasks changed", str(len(packages)), ", ".join(packages) or "none (site.yml on the baked hosts)"),
     ]

@@ -215,15 +215,17 @@ def bake_section(results: list[dict]) -> str:
         "`rayfleet-launch.service` starts Ray at boot |",
         f"| boot → `site.yml` verified | {r['median_boot_to_verified_s']:.1f} | "
         f"{_runs(r['boot_to_verified_s'])}{goal_s} |",
-        f"| of which `site.yml` itself | {r['median_site_on_baked_s']:.1f} | {_runs(r['site_on_baked_s'])} |",
+        f"| of which `site.yml` itself | {r['median_site_on_baked_s']:.1f} | {_runs(r['site_on_baked_s'])}"
+        + (f"; per role: {_roles(r['site_on_baked_per_role_median_s'])} |" if r.get("site_on_baked_per_role_median_s")
+           else " |"),
         f"| verified / bare | {r['verified_over_bare']:.3f} | {goal_ratio} |",
         "",
         "Package tasks changed by `site.yml` on the baked hosts: "
         + (", ".join(f"`{t}`" for t in packages) if packages else "none") + ".",
-        "Ray is up from boot without Ansible. The verifying `site.yml` on top runs every stage on every host: a baked",
-        "image carries no stage records (the builder's inputs, its addresses among them, are not the booted hosts'),",
-        "so nothing is settled, and the first-boot work that names the cluster (firewall rules, SSH trust, the",
-        "Prometheus targets) cannot be baked.",
+        "Ray is up from boot without Ansible. The verifying `site.yml` on top skips the base stage, whose record the",
+        "image carries; it runs every other stage on every host: they read the node's address or the cluster's",
+        "members (firewall rules, SSH trust, mounts, Ray's settings, the Prometheus targets), or act otherwise",
+        "while baking (the GPU stack, NCCL's checks).",
         "",
     ]
     return "\n".join(lines)

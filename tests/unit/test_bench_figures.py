@@ -25,6 +25,15 @@ def test_bake_medians_and_verified_over_bare():
     assert got["median_boot_to_alive_s"] == 15.0
     assert got["median_boot_to_verified_s"] == 72.0 and got["median_site_on_baked_s"] == 58.0
     assert got["verified_over_bare"] == 0.36  # the median verified over the bare site.yml
+    assert got["site_on_baked_per_role_median_s"] == {}  # no seconds per role given
+
+
+def test_bake_keeps_the_median_seconds_of_each_role_over_the_boots():
+    boots = [(14.0, 70.0, 55.0)] * 3
+    roles = [{"ray": 10.0, "firewall": 4.0}, {"ray": 12.0, "firewall": 5.0}, {"ray": 11.0}]
+    got = bench_bake.summarize(200.0, 150.0, boots, roles)
+    # a role a boot did not list took no time there
+    assert got["site_on_baked_per_role_median_s"] == {"firewall": 4.0, "ray": 11.0}
 
 
 def test_bake_with_an_even_number_of_boots_takes_the_middle_mean():

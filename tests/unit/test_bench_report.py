@@ -142,6 +142,10 @@ def test_the_bake_section_comes_from_its_result(tmp_path):
     assert "| boot → 3 nodes alive in Ray | 13.2 | 12.1 / 13.2 / 14.3;" in bake
     assert "| boot → `site.yml` verified | 62.2 | 61.1 / 62.2 / 63.3; goal ≤ 19 s |" in bake
     assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3 |" in bake
+    # with the seconds per role, the largest first (under 0.5 s left out)
+    per_role = dict(bake_result(), site_on_baked_per_role_median_s={"ray": 9.5, "firewall": 4.25, "common": 0.2})
+    bake = _report(tmp_path, {"bench-bake.json": per_role}).split("<!-- begin: bake -->")[1]
+    assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3; per role: ray 9.5, firewall 4.2 |" in bake
     assert "| verified / bare | 0.560 | goal ≤ 0.2 |" in bake
     assert "Package tasks changed by `site.yml` on the baked hosts: none." in bake
     # the hand-copied figures are gone, the section is there once, and the next sections are kept
