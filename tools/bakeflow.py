@@ -21,9 +21,13 @@ from sandbox import ROOT, Sandbox, SandboxError, podman
 VENV = "/opt/rayfleet/venv"
 TOKEN_PATH = "/etc/rayfleet/auth-token"
 GCS_PORT = 6379
-# site.yml's package installs: none may change on a host booted from a baked image
-PACKAGE_TASKS = ("Install base packages", "Install Ray into its venv", "Install PyTorch", "Install nftables",
-                 "Install the monitoring packages", "Install the NFS client tools")
+# What a host has installed, read the same way in the image and on a booted host: Debian's installed packages and the
+# Ray venv's distributions, one "<kind> <name> <version>" line each
+INSTALLED = (
+    "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n' | awk '$1 == \"ii\" {print \"deb\", $2, $3}'; "
+    f"for d in {VENV}/lib/python3*/site-packages/*.dist-info; do "
+    '[ -d "$d" ] && basename "$d" .dist-info | sed "s/^\\(.*\\)-\\([^-]*\\)$/pip \\1 \\2/"; done'
+)
 TASK = re.compile(r"^TASK \[(.+?)\] \*+$")
 CHANGED = re.compile(r"^changed: \[([^\]]+)\]")
 
@@ -58,9 +62,33 @@ def changed_tasks(output: str) -> dict[str, list[str]]:
     return changed
 
 
-def package_changes(changed: dict[str, list[str]]) -> list[str]:
-    """The package-install tasks among changed_tasks()."""
-    return sorted(t for t in changed if any(p in t for p in PACKAGE_TASKS))
+def parse_installed(text: str) -> dict[str, str]:
+    """INSTALLED's output -> {"deb <name>" | "pip <name>": version}."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("deb", "pip"):
+            out[f"{parts[0]} {parts[1]}"] = parts[2]
+    return out
+
+
+def installed_in_image(image: str) -> dict[str, str]:
+    """What the image holds (INSTALLED, run in a throwaway container of it, no network)."""
+    proc = podman("run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", INSTALLED)
+    return parse_installed(proc.stdout)
+
+
+def installed_on(sandbox: Sandbox, host: str) -> dict[str, str]:
+    return parse_installed(exec_on(sandbox, host, INSTALLED))
+
+
+def package_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """What was installed (+), removed (-) or moved to another version between two INSTALLED readings."""
+    changes = [f"+{name} {after[name]}" for name in sorted(after.keys() - before.keys())]
+    changes += [f"-{name} {before[name]}" for name in sorted(before.keys() - after.keys())]
+    changes += [f"{name} {before[name]} -> {after[name]}" for name in sorted(before.keys() & after.keys())
+                if before[name] != after[name]]
+    return changes
 
 
 def exec_on(sandbox: Sandbox, host: str, command: str, check: bool = True) -> str:

@@ -200,7 +200,14 @@ def bake_section(results: list[dict]) -> str:
         else "podman commit included"
     goal_s = f"; goal ≤ {r['goal_verified_s']:g} s" if r.get("goal_verified_s") is not None else ""
     goal_ratio = f"goal ≤ {r['goal_ratio']:g}" if r.get("goal_ratio") is not None else ""
-    packages = r.get("changed_package_tasks_on_baked") or []
+    packages = r.get("package_changes_on_baked")
+    if packages is None:
+        changes = []
+    else:
+        shown = ", ".join(f"`{change}`" for change in packages[:12]) + (" ..." if len(packages) > 12 else "")
+        found = f"{len(packages)}: {shown}" if packages else "none"
+        changes = ["Packages `site.yml` installed, removed or upgraded on the baked hosts (Debian's and the Ray "
+                   f"venv's, against the image's): {found}."]
     lines = [
         *BAKE_ABOUT,
         f"### {n} hosts — {r['date'][:10]}",
@@ -220,8 +227,7 @@ def bake_section(results: list[dict]) -> str:
            else " |"),
         f"| verified / bare | {r['verified_over_bare']:.3f} | {goal_ratio} |",
         "",
-        "Package tasks changed by `site.yml` on the baked hosts: "
-        + (", ".join(f"`{t}`" for t in packages) if packages else "none") + ".",
+        *changes,
         "Ray is up from boot without Ansible. The verifying `site.yml` on top skips the base stage, whose record the",
         "image carries; it runs every other stage on every host: they read the node's address or the cluster's",
         "members (firewall rules, SSH trust, mounts, Ray's settings, the Prometheus targets), or act otherwise",

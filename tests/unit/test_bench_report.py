@@ -85,7 +85,7 @@ def bake_result() -> dict:
             "boot_to_alive_s": [12.1, 13.2, 14.3], "boot_to_verified_s": [61.1, 62.2, 63.3],
             "site_on_baked_s": [41.1, 42.2, 43.3], "median_boot_to_alive_s": 13.2, "median_boot_to_verified_s": 62.2,
             "median_site_on_baked_s": 42.2, "verified_over_bare": 0.56, "goal_verified_s": 19.0, "goal_ratio": 0.2,
-            "changed_package_tasks_on_baked": []}
+            "package_changes_on_baked": []}
 
 
 def collective_result() -> dict:
@@ -142,16 +142,21 @@ def test_the_bake_section_comes_from_its_result(tmp_path):
     assert "| boot → 3 nodes alive in Ray | 13.2 | 12.1 / 13.2 / 14.3;" in bake
     assert "| boot → `site.yml` verified | 62.2 | 61.1 / 62.2 / 63.3; goal ≤ 19 s |" in bake
     assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3 |" in bake
-    # with the seconds per role, the largest first (under 0.5 s left out)
-    per_role = dict(bake_result(), site_on_baked_per_role_median_s={"ray": 9.5, "firewall": 4.25, "common": 0.2})
-    bake = _report(tmp_path, {"bench-bake.json": per_role}).split("<!-- begin: bake -->")[1]
-    assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3; per role: ray 9.5, firewall 4.2 |" in bake
     assert "| verified / bare | 0.560 | goal ≤ 0.2 |" in bake
-    assert "Package tasks changed by `site.yml` on the baked hosts: none." in bake
+    assert ("Packages `site.yml` installed, removed or upgraded on the baked hosts (Debian's and the Ray venv's, "
+            "against the image's): none.") in bake
     # the hand-copied figures are gone, the section is there once, and the next sections are kept
     assert "Copied by hand: 183.4" not in text and text.count("## Baked image vs bare hosts") == 1
     assert "Copied by hand: 1.863 GB/s" not in text  # no result: the collective section says how to measure it
     assert "## NVML in-process vs `nvidia-smi`\n\nkept as it is\n" in text
+    # with the seconds per role, the largest first (under 0.5 s left out)
+    per_role = dict(bake_result(), site_on_baked_per_role_median_s={"ray": 9.5, "firewall": 4.25, "common": 0.2})
+    bake = _report(tmp_path, {"bench-bake.json": per_role}).split("<!-- begin: bake -->")[1]
+    assert "| of which `site.yml` itself | 42.2 | 41.1 / 42.2 / 43.3; per role: ray 9.5, firewall 4.2 |" in bake
+    installed = dict(bake_result(),
+                     package_changes_on_baked=["head: +deb nfs-ganesha 5.7-1", "head: +deb libntirpc5 5.7"])
+    bake = _report(tmp_path, {"bench-bake.json": installed}).split("<!-- begin: bake -->")[1]
+    assert "against the image's): 2: `head: +deb nfs-ganesha 5.7-1`, `head: +deb libntirpc5 5.7`." in bake
 
 
 def test_the_collective_section_comes_from_its_result(tmp_path):
