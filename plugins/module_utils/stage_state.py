@@ -334,11 +334,7 @@ def supersede_image_record(directory, image_directory, stage):
 
 def trust_image_record_again(directory, stage):
     """Trust the image's record again (a partial run set it aside and changed nothing). True when it was marked."""
-    try:
-        os.unlink(image_superseded_path(directory, stage))
-        return True
-    except FileNotFoundError:
-        return False
+    return _unlink(image_superseded_path(directory, stage))
 
 
 def _move(source, target):
@@ -363,13 +359,18 @@ def restore_aside(directory, stage):
     return _move(aside_path(directory, stage), record_path(directory, stage))
 
 
-def discard_aside(directory, stage):
-    """Remove the record set aside. True when there was one."""
+def _unlink(path):
+    """os.unlink; False when there was nothing to remove."""
     try:
-        os.unlink(aside_path(directory, stage))
+        os.unlink(path)
         return True
     except FileNotFoundError:
         return False
+
+
+def discard_aside(directory, stage):
+    """Remove the record set aside. True when there was one."""
+    return _unlink(aside_path(directory, stage))
 
 
 def check_stage(record, inputs, states):
