@@ -77,8 +77,9 @@ def boot(name: str, workers: int, image: str, in_image: dict[str, str]
         alive = time.monotonic() - start
         site, _changed, roles, _out = run_site(sb)
         done = time.monotonic() - start
-        changes = [f"{h['host']}: {change}" for h in hosts
-                   for change in package_changes(in_image, installed_on(sb, h["host"]))]
+        names = [h["host"].removeprefix(f"{sb.name}-") for h in hosts]  # head, worker1, ...
+        changes = [f"{host}: {change}" for host in names
+                   for change in package_changes(in_image, installed_on(sb, host))]
         return alive, done, site, changes, roles
     finally:
         sb.down()
