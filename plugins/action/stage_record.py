@@ -8,7 +8,6 @@ or removed by whether the stage changed anything there."""
 
 from __future__ import annotations
 
-from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     StageError,
@@ -40,8 +39,6 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
-        # image: the record of a stage playbooks/bake.yml applied, for the nodes booted from the builder's image
-        image = boolean(self._task.args.get("image", False), strict=False)
         state = self._task.args.get("state", "present")
         if state not in ("present", "aside"):
             result.update(failed=True, msg="stage_record: state is %r; expected present or aside" % state)
@@ -81,7 +78,8 @@ class ActionModule(ActionBase):
             "items": merge_items(items),
             "upstream": list(this.upstream),
             "directory": directory,
-            "image": image,
+            # the record of a stage playbooks/bake.yml applied, for the nodes booted from the builder's image
+            "image": self._task.args.get("image", False),
         }
         result.update(self._execute_module(module_name="rayfleet.cluster.stage_record", module_args=module_args,
                                            task_vars=task_vars))

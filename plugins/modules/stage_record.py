@@ -150,12 +150,12 @@ def build_module():
 def main():
     module = build_module()
     params = module.params
-    directory, name, image = params["directory"], params["stage"], params["image_directory"]
+    directory, name, image_dir = params["directory"], params["stage"], params["image_directory"]
     if params["image"]:
         if params["state"] != "present":
             module.fail_json(msg="stage %s: image=true writes the image's record; state is %s, expected present"
                              % (name, params["state"]))
-        directory = image
+        directory = image_dir
     if params["state"] != "present":
         action = {"aside": set_aside, "restored": restore_aside, "discarded": discard_aside}[params["state"]]
         if module.check_mode:
@@ -163,7 +163,7 @@ def main():
         try:
             moved = action(directory, name)
             if params["state"] == "aside":
-                supersede_image_record(directory, image, name)
+                supersede_image_record(directory, image_dir, name)
             elif params["state"] == "restored":
                 trust_image_record_again(directory, name)
         except OSError as exc:
@@ -184,7 +184,7 @@ def main():
     ordered = [items[key] for key in sorted(items)]
     upstream = {}
     for up in params["upstream"]:
-        record = effective_record(directory, image, up)[0]
+        record = effective_record(directory, image_dir, up)[0]
         upstream[up] = record_digest(record) if record is not None else None
     record = {
         "format": RECORD_FORMAT,
