@@ -118,8 +118,7 @@ def kernel_has_nfs(module):
     modinfo = module.get_bin_path("modinfo", opt_dirs=["/sbin", "/usr/sbin"])
     if modinfo is None:
         return False
-    rc, _, _ = module.run_command([modinfo, "-F", "filename", "nfs"])
-    return rc == 0
+    return module.run_command([modinfo, "-F", "filename", "nfs"])[0] == 0
 
 
 def managed_before(state_file):
@@ -151,9 +150,9 @@ def precheck(module, mounts, *, state_file, require_kernel_client, timeout, port
     not_dirs = [p for p in paths if os.path.lexists(p) and not os.path.isdir(p)]
     kernel_client = bool(mounts) and kernel_has_nfs(module)
     managed = managed_before(state_file)
-    no_answer = [{"path": m["path"], "server": m["server"]} for m in mounts
-                   if m["path"] not in managed and not m.get("server_host")
-                   and not answers(m["server"], port, timeout)]
+    new_outside = [m for m in mounts if m["path"] not in managed and not m.get("server_host")]
+    no_answer = [{"path": m["path"], "server": m["server"]} for m in new_outside
+                 if not answers(m["server"], port, timeout)]
     problems = []
     if not_dirs:
         problems.append("shared_storage_mounts path %s exists and is not a directory." % json.dumps(not_dirs))
