@@ -3,7 +3,8 @@
 """Benchmark: site.yml on fresh sandbox hosts, its idempotent re-run, and the plain `ray start` floor.
 
 Measures, on one sandbox (1 head + N workers, fresh containers):
-  first   wall time of the first site.yml, and per role (ansible.posix.profile_roles)
+  first   wall time of the first site.yml, and per role (ansible.posix.profile_roles); how busy the machine's
+          CPUs were during it, and the controller's share (ansible-playbook, its forks and ssh)
   rerun   wall time of idempotent re-runs (median of --reruns); each must report changed=0 and
           leave every Ray node id unchanged (Ray untouched)
   drift   wall time of re-runs after one config file was edited on one worker (median of --reruns); each must
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,14 +71,34 @@ def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
     return proc.stdout
 
 
-def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str]:
+def machine_cpu_s() -> tuple[float, float]:
+    """This machine's CPU seconds so far, busy and in all (every CPU, from /proc/stat; idle and iowait are not busy).
+    The sandbox's hosts are containers on it: their module runs count here, with the controller's."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, sum(ticks) / hz
+
+
+def controller_cpu_s() -> float:
+    """CPU seconds of this process's waited-for children: ansible-playbook, its forks and their ssh clients."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str, dict[str, float]]:
     env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,rayfleet.cluster.stage_items")
+    busy0, all0 = machine_cpu_s()
+    controller0 = controller_cpu_s()
     start = time.monotonic()
     proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     took = time.monotonic() - start
+    busy1, all1 = machine_cpu_s()
+    cpu = {"busy_fraction": round((busy1 - busy0) / max(all1 - all0, 1e-9), 3), "cpus": os.cpu_count(),
+           "machine_busy_s": round(busy1 - busy0, 1), "controller_s": round(controller_cpu_s() - controller0, 1)}
     if proc.returncode != 0:
         raise BenchError(f"site.yml failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
     changed: dict[str, int] = {}
@@ -89,7 +111,7 @@ def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str]
             in_roles = True
         elif in_roles and (m := ROLE_LINE.match(line.strip())) and m.group(1) != "total":
             roles[m.group(1)] = float(m.group(2))
-    return took, changed, roles, proc.stdout
+    return took, changed, roles, proc.stdout, cpu
 
 
 def alive_nodes(sb: Sandbox, head: str) -> dict[str, str]:
@@ -145,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         head = next(h["address"] for h in hosts if h["group"] == "ray_head")
         workers = [h["address"] for h in hosts if h["group"] != "ray_head"]
         print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; first site.yml ...", flush=True)
-        first, changed, roles, _out = run_site(sb)
+        first, changed, roles, _out, first_cpu = run_site(sb)
         ids = alive_nodes(sb, head)
         if len(ids) != len(hosts):
             raise BenchError(f"after the first run Ray lists {len(ids)} alive nodes, expected {len(hosts)}")
@@ -153,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         rerun_roles: list[dict[str, float]] = []
         for i in range(args.reruns):
             print(f"idempotent re-run {i + 1}/{args.reruns} ...", flush=True)
-            took, changed, run_roles, out = run_site(sb)
+            took, changed, run_roles, out, _cpu = run_site(sb)
             rerun_roles.append(run_roles)
             if any(changed.values()):
                 raise BenchError(f"re-run {i + 1} changed something: {changed}\n{out[-3000:]}")
@@ -166,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.reruns):
             print(f"re-run after one drifted file on one worker {i + 1}/{args.reruns} ...", flush=True)
             remote(sb, workers[0], f"echo '# edited by hand' | sudo tee -a {drifted_file} >/dev/null")
-            took, changed, _roles, out = run_site(sb)
+            took, changed, _roles, out, _cpu = run_site(sb)
             hosts_changed = sorted(h for h, n in changed.items() if n)
             if len(hosts_changed) != 1 or "edited by hand" in remote(sb, workers[0], f"cat {drifted_file}"):
                 raise BenchError(f"drift re-run {i + 1}: expected one worker repaired, changed: {changed}\n"
@@ -179,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"floor: plain ray start by hand {i + 1}/{args.floor_runs} ...", flush=True)
             floors.append(floor(sb, head, workers))
         # The units were restarted by hand: one more site.yml must find nothing to do.
-        _took, changed, _roles, _out = run_site(sb)
+        _took, changed, _roles, _out, _cpu = run_site(sb)
         if any(changed.values()):
             raise BenchError(f"site.yml after the floor runs changed something: {changed}")
     except BenchError as exc:
@@ -197,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "workers": len(workers),
         "first_run_s": round(first, 1),
         "first_run_per_role_s": roles,
+        "first_run_cpu": first_cpu,
         "rerun_s": [round(t, 2) for t in reruns],
         "rerun_median_s": round(statistics.median(reruns), 2),
         "rerun_per_role_median_s": {name: round(statistics.median(r.get(name, 0.0) for r in rerun_roles), 2)
@@ -213,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [("measure", "seconds", "note"),
             ("first site.yml (fresh hosts)", f"{first:.1f}", f"{len(hosts)} hosts, packages + venv + Ray"),
             *[(f"  {name}", f"{secs:.1f}", "profile_roles") for name, secs in roles.items() if secs >= 0.5],
+            ("  CPU busy during it", f"{first_cpu['machine_busy_s']:.0f}",
+             f"CPU-s: {first_cpu['busy_fraction']:.0%} of {first_cpu['cpus']} CPUs; the controller "
+             f"{first_cpu['controller_s']:.0f} CPU-s"),
             ("idempotent re-run (median)", f"{result['rerun_median_s']:.1f}",
              f"n={len(reruns)}, changed=0, Ray node ids unchanged"),
             *[(f"  {name}", f"{secs:.1f}", "profile_roles, median")

@@ -74,6 +74,10 @@ def converge_section(results: list[dict]) -> str:
             "|---|---|---|",
             f"| first `site.yml` on fresh hosts | {r['first_run_s']:.1f} | per role: "
             f"{_roles(r.get('first_run_per_role_s'))} |",
+            *([f"| CPU busy during the first run | {r['first_run_cpu']['machine_busy_s']:.0f} CPU-s | "
+               f"{r['first_run_cpu']['busy_fraction']:.0%} of the machine's {r['first_run_cpu']['cpus']} CPUs "
+               f"(hosts and controller together); the controller (`ansible-playbook`, its forks, ssh): "
+               f"{r['first_run_cpu']['controller_s']:.0f} CPU-s |"] if r.get("first_run_cpu") else []),
             f"| idempotent re-run | {r['rerun_median_s']:.1f} | "
             f"{' / '.join(f'{t:.1f}' for t in r['rerun_s'])}; changed=0, Ray node ids unchanged; per role: "
             f"{_roles(r.get('rerun_per_role_median_s'), 0.3)} |",

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""tools/bench_bake.py and tools/bench_collective.py: medians and ratios from the measured samples.
+"""tools/bench_bake.py, tools/bench_collective.py and tools/bench_converge.py: medians and ratios from the measured
+samples, and the converge bench's CPU reading.
 
 The samples below are test data, not measurements.
 """
@@ -7,6 +8,7 @@ The samples below are test data, not measurements.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import bench_bake
 import bench_collective
+import bench_converge
 
 
 def test_bake_medians_and_verified_over_bare():
@@ -57,3 +60,13 @@ def test_collective_samples_are_rounded_to_what_the_report_shows():
     got = bench_collective.summarize([1.23456], [1.0], [0.98765], [0.5], [10.04])
     assert got["iperf3_gbytes_per_s"] == [1.235] and got["pair_busbw_gbps"] == [0.988]
     assert got["pair_over_link"] == pytest.approx(0.98765 / 1.23456, abs=1e-3)
+
+
+def test_the_converge_bench_reads_this_machines_cpu_seconds():
+    busy0, all0 = bench_converge.machine_cpu_s()
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        pass
+    busy1, all1 = bench_converge.machine_cpu_s()
+    assert 0 <= busy0 <= all0 and busy1 > busy0 and all1 > all0
+    assert busy1 - busy0 <= all1 - all0

@@ -25,7 +25,9 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     art = tmp_path / "artifacts"
     art.mkdir()
     (art / "bench-converge-3hosts.json").write_text(json.dumps(result(3, 10.0)))
-    (art / "bench-converge-6hosts.json").write_text(json.dumps(result(6, 13.0)))
+    six = result(6, 13.0)
+    six["first_run_cpu"] = {"busy_fraction": 0.874, "cpus": 2, "machine_busy_s": 379.6, "controller_s": 121.2}
+    (art / "bench-converge-6hosts.json").write_text(json.dumps(six))
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n<!-- begin: localize -->\nkept as it is\n<!-- end: localize -->\n")
     assert bench_report.main(["--artifacts", str(art), "--doc", str(doc)]) == 0
@@ -35,6 +37,10 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     assert "| idempotent re-run | 10.0 | 10.0 / 11.0 / 9.0;" in text
     assert "ray 60.0, common 20.5 |" in text and "tiny" not in text
     assert "| 6 | 13.0 | +1.00 | 2026-11-27 |" in text
+    # the CPU row only where the result measured it (the 6-host one)
+    assert text.count("| CPU busy during the first run |") == 1
+    assert ("| CPU busy during the first run | 380 CPU-s | 87% of the machine's 2 CPUs (hosts and controller "
+            "together); the controller (`ansible-playbook`, its forks, ssh): 121 CPU-s |") in text
     # written again: the section is replaced, not added twice
     bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
     assert doc.read_text().count("<!-- begin: converge -->") == 1
