@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run a module's main() in-process: arguments through patch_module_args, exit/fail as an exception."""
 
+import socket
+
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
@@ -35,3 +37,23 @@ def run_module(module, args, check_mode=False, diff=False):
     with patch_module_args(args), pytest.raises(Exit) as exc:
         module.main()
     return exc.value
+
+
+@pytest.fixture
+def server():
+    """A listening TCP socket on loopback: a server whose NFS port answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port

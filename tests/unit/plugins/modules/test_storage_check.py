@@ -3,7 +3,6 @@
 mount table is the only thing faked), and real child processes for the probes and their timeouts."""
 
 import os
-import socket
 import stat
 import time
 
@@ -18,25 +17,6 @@ MOUNTINFO = (
     "96 22 0:51 / /mnt/with\\040space rw - nfs4 10.0.0.6:/x rw\n"
     "97 22 0:52 / /scratch rw - ext4 /dev/vdb rw\n"
 )
-
-
-@pytest.fixture
-def server():
-    """A listening TCP socket on loopback: a server whose NFS port answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    yield sock.getsockname()[1]
-    sock.close()
-
-
-@pytest.fixture
-def closed_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def _fake_mounts(monkeypatch, table):

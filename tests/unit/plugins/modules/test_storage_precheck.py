@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""storage_precheck: real directories and files for the mount points, a real state file, a listening socket on
+"""storage_precheck: real directories and files for the mount points, a real state file, a server socket on
 loopback for a server that answers and a closed port for one that does not; /proc/filesystems is a file of ours."""
 
 import json
-import socket
 
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.modules import storage_precheck
@@ -21,51 +20,34 @@ def proc(tmp_path, monkeypatch):
     return path
 
 
-@pytest.fixture
-def listening():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    yield sock.getsockname()[1]
-    sock.close()
-
-
-def closed_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
 def mount(path, server="127.0.0.1", server_host=""):
     return {"path": str(path), "server": server, "server_host": server_host, "fstype": "nfs", "export": "/x"}
 
 
-def test_a_host_that_can_take_its_mounts_has_no_problem(tmp_path, proc, listening):
+def test_a_host_that_can_take_its_mounts_has_no_problem(tmp_path, proc, server):
     proc.write_text(WITH_NFS)
     (tmp_path / "shared").mkdir()
     out = run(storage_precheck, {"mounts": [mount(tmp_path / "shared"), mount(tmp_path / "new")],
-                                 "state_file": str(tmp_path / "none.json"), "port": listening, "timeout": 2})
+                                 "state_file": str(tmp_path / "none.json"), "port": server, "timeout": 2})
     assert not out.failed and out.result["changed"] is False
     assert out.result["problems"] == [] and out.result["kernel_client"] is True
     assert out.result["managed"] == [] and out.result["no_answer"] == []
 
 
-def test_a_mount_point_that_is_a_file_is_named(tmp_path, proc, listening):
+def test_a_mount_point_that_is_a_file_is_named(tmp_path, proc, server):
     proc.write_text(WITH_NFS)
     (tmp_path / "data").write_text("a file\n")
     r = run(storage_precheck, {"mounts": [mount(tmp_path / "data")], "state_file": str(tmp_path / "none.json"),
-                               "port": listening}).result
+                               "port": server}).result
     assert r["not_directories"] == [str(tmp_path / "data")]
     listed = json.dumps([str(tmp_path / "data")])
     assert r["problems"] == [f"shared_storage_mounts path {listed} exists and is not a directory."]
 
 
-def test_a_kernel_without_nfs_is_a_problem_unless_not_required(tmp_path, proc, listening, monkeypatch):
+def test_a_kernel_without_nfs_is_a_problem_unless_not_required(tmp_path, proc, server, monkeypatch):
     proc.write_text(WITHOUT_NFS)
     monkeypatch.setattr(storage_precheck.AnsibleModule, "get_bin_path", lambda *a, **k: None)  # no modinfo
-    args = {"mounts": [mount(tmp_path / "m")], "state_file": str(tmp_path / "none.json"), "port": listening}
+    args = {"mounts": [mount(tmp_path / "m")], "state_file": str(tmp_path / "none.json"), "port": server}
     r = run(storage_precheck, args).result
     assert r["kernel_client"] is False and len(r["problems"]) == 1
     assert "has no NFS client" in r["problems"][0] and "shared_storage_require_kernel_client=false" in r["problems"][0]
@@ -73,7 +55,7 @@ def test_a_kernel_without_nfs_is_a_problem_unless_not_required(tmp_path, proc, l
     assert r["kernel_client"] is False and r["problems"] == []
 
 
-def test_a_kernel_with_the_nfs_module_only_has_a_client(tmp_path, proc, listening, monkeypatch):
+def test_a_kernel_with_the_nfs_module_only_has_a_client(tmp_path, proc, server, monkeypatch):
     proc.write_text(WITHOUT_NFS)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -81,15 +63,15 @@ def test_a_kernel_with_the_nfs_module_only_has_a_client(tmp_path, proc, listenin
     (bin_dir / "modinfo").chmod(0o755)
     monkeypatch.setattr(storage_precheck.AnsibleModule, "get_bin_path", lambda *a, **k: str(bin_dir / "modinfo"))
     r = run(storage_precheck, {"mounts": [mount(tmp_path / "m")], "state_file": str(tmp_path / "none.json"),
-                               "port": listening}).result
+                               "port": server}).result
     assert r["kernel_client"] is True and r["problems"] == []
 
 
-def test_only_new_mounts_servers_outside_the_inventory_are_probed(tmp_path, proc):
+def test_only_new_mounts_servers_outside_the_inventory_are_probed(tmp_path, proc, closed_port):
     proc.write_text(WITH_NFS)
     state = tmp_path / "shared-storage.json"
     state.write_text(json.dumps({"paths": [str(tmp_path / "old")]}))
-    port = closed_port()
+    port = closed_port
     mounts = [mount(tmp_path / "old"), mount(tmp_path / "in-cluster", server="10.0.0.5", server_host="nfs1"),
               mount(tmp_path / "new")]
     r = run(storage_precheck, {"mounts": mounts, "state_file": str(state), "port": port, "timeout": 1.5}).result
