@@ -75,7 +75,7 @@ def boot(name: str, workers: int, image: str, in_image: dict[str, str]
         hosts = sb.up(workers, image=image, launch=True)
         wait_alive(sb, hosts[0]["address"], len(hosts), timeout=180)
         alive = time.monotonic() - start
-        site, _changed, roles, _out = run_site(sb)
+        site, _changed, roles, _out, _cpu = run_site(sb)
         done = time.monotonic() - start
         names = [h["host"].removeprefix(f"{sb.name}-") for h in hosts]  # head, worker1, ...
         changes = [f"{host}: {change}" for host in names
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bare_sb.up(args.workers)
         print(f"bare: site.yml on {args.workers + 1} fresh hosts ...", flush=True)
-        bare, _changed, _roles, _out = run_site(bare_sb)
+        bare, _changed, _roles, _out, _cpu = run_site(bare_sb)
     finally:
         bare_sb.down()
 
