@@ -4,7 +4,7 @@
 
 Measures, on one sandbox (1 head + N workers, fresh containers):
   first   wall time of the first site.yml, and per role (ansible.posix.profile_roles); how busy the machine's
-          CPUs were during it, and the controller's share (ansible-playbook, its forks and ssh)
+          CPUs were during it, and the controller's share (ansible-playbook, its forks and their ssh clients)
   rerun   wall time of idempotent re-runs (median of --reruns); each must report changed=0 and
           leave every Ray node id unchanged (Ray untouched)
   drift   wall time of re-runs after one config file was edited on one worker (median of --reruns); each must
@@ -81,7 +81,8 @@ def machine_cpu_s() -> tuple[float, float]:
 
 
 def controller_cpu_s() -> float:
-    """CPU seconds of this process's waited-for children: ansible-playbook, its forks and their ssh clients."""
+    """CPU seconds of this process's waited-for children: ansible-playbook, its forks and their ssh clients. The
+    persistent ssh connections (ControlPersist) outlive the run and are not counted."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

@@ -76,7 +76,8 @@ def converge_section(results: list[dict]) -> str:
             f"{_roles(r.get('first_run_per_role_s'))} |",
             *([f"| CPU busy during the first run | {r['first_run_cpu']['machine_busy_s']:.0f} CPU-s | "
                f"{r['first_run_cpu']['busy_fraction']:.0%} of the machine's {r['first_run_cpu']['cpus']} CPUs "
-               f"(hosts and controller together); the controller (`ansible-playbook`, its forks, ssh): "
+               f"(hosts and controller together); the controller (`ansible-playbook`, its forks and ssh clients, "
+               f"not the persistent ssh connections): "
                f"{r['first_run_cpu']['controller_s']:.0f} CPU-s |"] if r.get("first_run_cpu") else []),
             f"| idempotent re-run | {r['rerun_median_s']:.1f} | "
             f"{' / '.join(f'{t:.1f}' for t in r['rerun_s'])}; changed=0, Ray node ids unchanged; per role: "

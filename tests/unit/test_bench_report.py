@@ -40,7 +40,8 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     # the CPU row only where the result measured it (the 6-host one)
     assert text.count("| CPU busy during the first run |") == 1
     assert ("| CPU busy during the first run | 380 CPU-s | 87% of the machine's 2 CPUs (hosts and controller "
-            "together); the controller (`ansible-playbook`, its forks, ssh): 121 CPU-s |") in text
+            "together); the controller (`ansible-playbook`, its forks and ssh clients, not the persistent ssh "
+            "connections): 121 CPU-s |") in text
     # written again: the section is replaced, not added twice
     bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
     assert doc.read_text().count("<!-- begin: converge -->") == 1
