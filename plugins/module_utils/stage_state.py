@@ -252,8 +252,10 @@ def _short(value):
 
 
 def record_digest(record):
-    """The digest of what a record says the stage applied (its inputs and its items' states)."""
-    body = {"inputs": record.get("inputs"), "state": record.get("state")}
+    """The digest of what a record says the stage left on the host: its items' states, not its inputs. A downstream
+    stage keeps it and runs again when it changes; a stage applied again with other inputs that left the same files,
+    units and packages behind does not make the stages that read them run."""
+    body = {"state": record.get("state")}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -88,7 +88,7 @@ stages:
       digest: "a41f..."
       from_image: false
 records:
-  description: Stage name to the digest of its record on the host, for every record there.
+  description: Stage name to the digest of its record's items' states on the host, for every record there.
   returned: always
   type: dict
 items:

@@ -13,9 +13,10 @@ version_added: "0.1.0"
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
   - A stage runs on a host when the host has no record of it, its inputs changed, an item it manages drifted (see
-    M(rayfleet.cluster.drift_check), registered as C(__rayfleet_drift) earlier in the run), or the record of a stage
-    it reads changed since (the ray stage reads what the gpu, nccl and checkpoint_store stages wrote; a stage that
-    ran earlier in this run and recorded a change counts). The SSH trust stage runs on every host when it runs on
+    M(rayfleet.cluster.drift_check), registered as C(__rayfleet_drift) earlier in the run), or what a stage it reads
+    manages on the host changed since (the ray stage reads what the gpu, nccl and checkpoint_store stages wrote; a
+    stage that ran earlier in this run and recorded a change counts). A stage it reads applied again with other
+    inputs, leaving the same files, units and packages behind, does not make it run. The SSH trust stage runs on every host when it runs on
     one; the ray stage runs on every node when it runs on the head.
   - Without a drift check in the run (a stage's playbook run alone), or with C(rayfleet_full=true), it runs.
   - The stage's play ends the host with C(ansible.builtin.meta) C(end_host) when RV(skip) is true.

@@ -58,7 +58,9 @@ options:
     type: bool
     default: false
   upstream:
-    description: The stages whose records' digests this record keeps (a change there makes this stage run).
+    description:
+      - The stages whose records' digests this record keeps (a change there makes this stage run). A record's digest
+        covers its items' states, not its inputs.
     type: list
     elements: str
     default: []
@@ -91,7 +93,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 digest:
-  description: The digest of the record (what its downstream stages keep).
+  description: The digest of the record's items' states (what its downstream stages keep).
   returned: when O(state=present)
   type: str
 written:

@@ -88,6 +88,24 @@ def test_a_clean_rerun_runs_no_stage_and_changes_nothing(head, request):
     assert gates(proc) == {}, f"stages ran on a clean re-run: {gates(proc)}"
     assert ids(head) == before, "a clean re-run restarted Ray"
     assert set(inventory_ips(request).values()) <= set(before)
+    # how long a run waits for Ray's nodes is no input: another wait runs no stage either
+    proc = site_ok("-e", "ray_wait_timeout=5")
+    assert gates(proc) == {}, f"stages ran for a new ray_wait_timeout: {gates(proc)}"
+
+
+def test_a_stage_applied_again_that_changed_nothing_leaves_the_stages_reading_it_alone(head):
+    """A ray_ variable no task turns into a change on the nodes is an input of the ray stage (and of the stages that
+    read the cluster plan): they run again and change nothing, and the ml stage, which reads what the ray stage
+    manages (the Ray venv), does not run."""
+    hosts = {HEAD, WORKER1, WORKER2}
+    before = ids(head)
+    for args in (("-e", "ray_site_note=rack-7"), ()):  # the new input, then the inventory's again
+        proc = site_ok(*args)
+        ran = gates(proc)
+        assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
+        assert ran.get("ray") == hosts and ran.get("firewall") == hosts, ran
+        assert "ml" not in ran, f"the ml stage ran although the ray stage changed nothing: {ran}"
+    assert ids(head) == before, "Ray restarted"
 
 
 def test_b_every_kind_of_drift_is_found_and_repaired_without_restarting_ray(head):

@@ -585,6 +585,7 @@ def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results()
             "ray_version": "2.60.0",
             "common_packages": [],
             "rayfleet_full": True,
+            "ray_wait_timeout": 600,
             "ansible_host": "x",
             "ray_node_result": {},
         },

@@ -177,6 +177,19 @@ def test_a_record_keeps_its_upstream_records_digests(host):
     assert check(host)["stages"]["ray"]["upstream"] == {"nccl": nccl, "gpu": None}
 
 
+def test_a_records_digest_follows_what_the_stage_left_on_the_host_not_its_inputs(host):
+    """Downstream stages keep this digest: a stage applied again with other inputs that left the same items behind
+    must not make them run, and a changed item must."""
+    first = record(host, stage="nccl", inputs="i1").result["digest"]
+    again = record(host, stage="nccl", inputs="i2").result["digest"]
+    assert again == first
+    assert check(host, {"nccl": "i2"})["records"]["nccl"] == first
+    (host / "etc" / "ray.json").write_text('{"num_cpus": 4}\n')
+    changed = record(host, stage="nccl", inputs="i2").result["digest"]
+    assert changed != first
+    assert check(host, {"nccl": "i2"})["records"]["nccl"] == changed
+
+
 def test_check_mode_writes_nothing(host):
     out = record(host, check_mode=True)
     assert out.result["written"] is False and not (host / "records").exists()
