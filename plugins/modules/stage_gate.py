@@ -16,8 +16,8 @@ description:
     M(rayfleet.cluster.drift_check), registered as C(__rayfleet_drift) earlier in the run), or what a stage it reads
     manages on the host changed since (the ray stage reads what the gpu, nccl and checkpoint_store stages wrote; a
     stage that ran earlier in this run and recorded a change counts). A stage it reads applied again with other
-    inputs, leaving the same files, units and packages behind, does not make it run. The SSH trust stage runs on every host when it runs on
-    one; the ray stage runs on every node when it runs on the head.
+    inputs, leaving the same files, units and packages behind, does not make it run. The SSH trust stage runs on
+    every host when it runs on one; the ray stage runs on every node when it runs on the head.
   - Without a drift check in the run (a stage's playbook run alone), or with C(rayfleet_full=true), it runs.
   - The stage's play ends the host with C(ansible.builtin.meta) C(end_host) when RV(skip) is true.
   - With O(stage=validate), it also tells whether the host is settled (RV(settled)) - no stage can run on it in this
