@@ -68,9 +68,12 @@ STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
 # The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
 VALIDATE = "validate"
 
-# Variables that say how to run, not what to converge to (how long this run waits for Ray's nodes, say): never part
-# of a stage's inputs, so a new value makes no stage run again
-RUN_OPTIONS = frozenset({"rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable", "ray_wait_timeout"})
+# Variables that say how to run, not what to converge to (how long this run waits for Ray's nodes or for a host's
+# reboot, say): never part of a stage's inputs, so a new value makes no stage run again
+RUN_OPTIONS = frozenset({
+    "rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable", "ray_wait_timeout",
+    "nvidia_driver_reboot_timeout",
+})
 # Facts a stage's result depends on: a new kernel or distribution makes every stage run again; a new address, the
 # stages that read addresses (ADDRESS_FACTS)
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")

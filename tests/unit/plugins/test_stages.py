@@ -586,6 +586,7 @@ def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results()
             "common_packages": [],
             "rayfleet_full": True,
             "ray_wait_timeout": 600,
+            "nvidia_driver_reboot_timeout": 60,
             "ansible_host": "x",
             "ray_node_result": {},
         },
