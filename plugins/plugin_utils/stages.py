@@ -118,20 +118,30 @@ def digest(obj) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def code_digest(root) -> str:
-    """sha256 over the paths and contents of the collection's code under root (roles, plugins, playbooks, the node
-    library, site.yml), skipping caches and Markdown (a role's README changes no host)."""
-    sha = hashlib.sha256()
+def code_files(root):
+    """The collection's code under root (roles, plugins, playbooks, the node library, site.yml), skipping caches and
+    Markdown (a role's README changes no host): absolute paths, sorted."""
     paths = [os.path.join(root, name) for name in CODE_FILES if os.path.isfile(os.path.join(root, name))]
     for top in CODE_DIRS:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             paths.extend(os.path.join(dirpath, f) for f in filenames if not f.endswith(SKIPPED_SUFFIXES))
+    return sorted(paths)
+
+
+def files_digest(root, paths) -> str:
+    """sha256 over the paths (relative to root) and contents of these files."""
+    sha = hashlib.sha256()
     for path in sorted(paths):
         sha.update(os.path.relpath(path, root).encode() + b"\0")
         with open(path, "rb") as handle:
             sha.update(hashlib.sha256(handle.read()).digest())
     return sha.hexdigest()
+
+
+def code_digest(root) -> str:
+    """sha256 over the paths and contents of the collection's code under root (code_files)."""
+    return files_digest(root, code_files(root))
 
 
 _TAGS = re.compile(r"^\s*tags:\s*\[([^\]]*)\]", re.M)
@@ -274,6 +284,64 @@ def _stage_files(root, item):
 _PLUGIN_CALL = re.compile(r"\brayfleet\.cluster\.(\w+)")
 # the plugins every stage play calls to decide whether it runs and to record what it did: they read no setting
 STAGE_MACHINERY = frozenset({"stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy"})
+# what the machinery's own code is, besides those plugins: it decides whether a stage runs and what its record says,
+# and applies nothing
+_MACHINERY_FILES = ("plugins/plugin_utils/stages.py", "plugins/module_utils/stage_state.py",
+                    "plugins/callback/stage_items.py", "plugins/doc_fragments/stage_records.py")
+_PY_IMPORT = re.compile(r"\bansible_collections\.rayfleet\.cluster\.plugins\.(\w+)\.(\w+)")
+# a role that reads the collection's whole tree (the submit_host role installs the collection itself)
+_READS_COLLECTION = re.compile(r"role_path\s*}}/\.\./\.\./?[\"']?\s*$", re.M)
+_STAGE_CODE = {}
+
+
+def stage_code(root, code):
+    """{stage: digest of the code that decides what it applies}: its playbook, its roles and the roles they include,
+    the modules and action plugins they call with the plugin code those import, and what every stage shares (the
+    node library, the filter and test plugins, site.yml and the other playbooks). A release or an edit that changes
+    one role runs that role's stages again, not every stage; the code that only decides whether a stage runs and
+    what its record says (the drift check, the gates, the records) is no stage's. A stage whose role reads the
+    whole collection takes the whole collection's digest. Cached per code digest."""
+    key = (root, code)
+    if key in _STAGE_CODE:
+        return _STAGE_CODE[key]
+    files = code_files(root)
+    rel = {path: os.path.relpath(path, root) for path in files}
+    gating = set()
+    for item in STAGES:
+        gating.update(path for path in _stage_files(root, item) if rel.get(path, "").startswith("playbooks/"))
+    machinery = set(_MACHINERY_FILES) | {
+        "plugins/%s/%s.py" % (kind, name) for kind in ("action", "modules") for name in STAGE_MACHINERY}
+    shared = [path for path in files if not rel[path].startswith(("roles/", "plugins/")) and path not in gating]
+    shared += [path for path in files if rel[path].startswith(("plugins/filter/", "plugins/test/"))]
+    out = {}
+    for item in STAGES:
+        texts = _stage_files(root, item)
+        if any(_READS_COLLECTION.search(text) for text in texts.values()):
+            out[item.name] = code
+            continue
+        mine = {path for path in texts if not rel.get(path, "").startswith("plugins/")}
+        todo = ["plugins/%s/%s.py" % (kind, name)
+                for name in {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
+                for kind in ("action", "modules")]
+        seen = set()
+        while todo:
+            path = todo.pop()
+            full = os.path.join(root, path)
+            if path in seen or path in machinery or not os.path.isfile(full):
+                continue
+            seen.add(path)
+            mine.add(full)
+            with open(full, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+            # the plugin code it imports, and the modules it names (an action plugin runs its module by name)
+            todo.extend("plugins/%s/%s.py" % found for found in _PY_IMPORT.findall(text))
+            todo.extend("plugins/%s/%s.py" % (kind, name) for name in _PLUGIN_CALL.findall(text)
+                        for kind in ("action", "modules"))
+        out[item.name] = files_digest(root, set(shared) | mine)
+    _STAGE_CODE[key] = out
+    return out
+
+
 _STAGE_READS = {}
 
 
@@ -328,12 +396,13 @@ _CODE = {}
 
 
 def collection_code(root):
-    """(code digest, stage_reads, address_stages) of the collection at root, computed once per process. The
-    stage_items callback computes them in Ansible's main process when the playbook starts, so the worker processes
-    that run each task (forked from it) inherit them rather than each reading and hashing the collection again."""
+    """({stage: code digest} (stage_code), stage_reads, address_stages) of the collection at root, computed once per
+    process. The stage_items callback computes them in Ansible's main process when the playbook starts, so the worker
+    processes that run each task (forked from it) inherit them rather than each reading and hashing the collection
+    again."""
     if root not in _CODE:
         code = code_digest(root)
-        _CODE[root] = (code, stage_reads(root, code), address_stages(root, code))
+        _CODE[root] = (stage_code(root, code), stage_reads(root, code), address_stages(root, code))
     return _CODE[root]
 
 
@@ -365,16 +434,18 @@ def host_inputs(hostvars, host, groups, only=None):
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None):
-    """Each stage's inputs digest for one host: code digest, the host's variables that stage reads (reads: from
-    stage_reads; None: all of them) and facts (the default addresses only for the stages in addresses, from
-    address_stages; None: every stage), and for the stages that read them, the cluster's members."""
+    """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
+    for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
+    (the default addresses only for the stages in addresses, from address_stages; None: every stage), and for the
+    stages that read them, the cluster's members."""
     facts = input_facts(facts or {})
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
     for item in these:
         mine = host_vars if reads is None else stage_vars(host_vars, reads[item.name])
         seen = facts if addresses is None or item.name in addresses else local
-        inputs = {"code": code, "facts": seen, "stage": item.name, "vars": mine}
+        inputs = {"code": code[item.name] if isinstance(code, Mapping) else code, "facts": seen, "stage": item.name,
+                  "vars": mine}
         if item.cluster_inputs:
             inputs["cluster"] = cluster
         out[item.name] = digest(inputs)

@@ -135,4 +135,5 @@ def test_the_collections_code_is_read_once_in_the_main_process_for_every_worker(
     assert calls == [root] and set(stages._CODE) == {root}
     code, reads, addresses = stages.collection_code(root)
     assert calls == [root], "computed again after the callback did"
-    assert code == digest(root) and set(reads) == {s.name for s in stages.STAGES} and "ray" in addresses
+    assert code == stages.stage_code(root, digest(root)) and code["submit_host"] == digest(root)
+    assert set(code) == set(reads) == {s.name for s in stages.STAGES} and "ray" in addresses

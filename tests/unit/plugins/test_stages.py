@@ -4,8 +4,10 @@ inputs digests; and a check that every module the roles call is either recorded 
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -745,3 +747,46 @@ def test_only_the_roles_of_the_stages_that_run_are_checked():
     assert stages.roles_to_check(running) == ["apex", "checkpoint_store", "common", "nccl", "pytorch"]
     assert stages.running_stages("w2", drift, {}, group_heads=[], play_hosts=["w2"]) is None
     assert stages.roles_to_check(None) is None
+
+
+@pytest.fixture(scope="module")
+def collection_copy(tmp_path_factory):
+    """A copy of the collection's code, to edit."""
+    copy = tmp_path_factory.mktemp("collection")
+    for path in stages.code_files(str(ROOT)):
+        target = copy / os.path.relpath(path, ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "edited, expect",
+    [
+        ("roles/firewall/templates/firewall.nft.j2", {"firewall"}),
+        ("plugins/plugin_utils/firewall_plan.py", {"firewall"}),
+        ("roles/pytorch/defaults/main.yml", {"ml"}),
+        ("roles/monitoring/tasks/main.yml", {"monitoring"}),
+        ("roles/common/tasks/main.yml", {"common"}),
+        # the cluster plan is the ray role's: every stage that reads it
+        ("roles/ray/defaults/main.yml",
+         {"firewall", "ssh_trust", "nfs_server", "shared_storage", "checkpoint_store", "ray", "monitoring"}),
+        # the drift check, the gates and the records apply nothing
+        ("plugins/plugin_utils/stages.py", set()),
+        ("plugins/module_utils/stage_state.py", set()),
+        ("library_py/rayfleet/launch.py", {s.name for s in stages.STAGES}),
+        ("playbooks/firewall.yml", {"firewall"}),
+    ],
+)
+def test_an_edit_changes_the_code_digest_of_the_stages_whose_code_it_is(collection_copy, edited, expect):
+    root = str(collection_copy)
+    before = stages.stage_code(root, stages.code_digest(root))
+    path = collection_copy / edited
+    original = path.read_bytes()
+    try:
+        path.write_bytes(original + b"\n# edited\n")
+        after = stages.stage_code(root, stages.code_digest(root))
+    finally:
+        path.write_bytes(original)
+    # the submit_host role installs the whole collection: every edit is its code
+    assert {name for name in after if after[name] != before[name]} == expect | {"submit_host"}
