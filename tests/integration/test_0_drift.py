@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -105,6 +106,32 @@ def test_a_stage_applied_again_that_changed_nothing_leaves_the_stages_reading_it
         assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
         assert ran.get("ray") == hosts and ran.get("firewall") == hosts, ran
         assert "ml" not in ran, f"the ml stage ran although the ray stage changed nothing: {ran}"
+    assert ids(head) == before, "Ray restarted"
+
+
+def test_a_release_that_changed_one_role_runs_that_roles_stage_alone(head, tmp_path):
+    """A stage's inputs hold its own code: the collection with the firewall role edited (a comment: it applies the same)
+    runs the firewall stage again on every host, and no other stage; it changes nothing. Then this checkout's
+    collection again, the same."""
+    copy = tmp_path / "ansible_collections" / "rayfleet" / "cluster"
+    for name in ("galaxy.yml", "meta", "site.yml", "roles", "plugins", "playbooks", "library_py"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            copy.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, copy / name)
+    with open(copy / "roles" / "firewall" / "tasks" / "main.yml", "a") as handle:
+        handle.write("# a comment a new release added\n")
+    hosts = {HEAD, WORKER1, WORKER2}
+    before = ids(head)
+    released = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, text=True,
+                              env=ansible_env(ANSIBLE_COLLECTIONS_PATH=f"{tmp_path}:{ROOT / 'collections'}"),
+                              capture_output=True, check=False, timeout=300)
+    assert released.returncode == 0, released.stdout[-4000:] + released.stderr[-2000:]
+    for proc in (released, site_ok()):
+        assert gates(proc) == {"firewall": hosts}, gates(proc)
+        assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
     assert ids(head) == before, "Ray restarted"
 
 
