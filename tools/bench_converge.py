@@ -9,6 +9,11 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
           leave every Ray node id unchanged (Ray untouched)
   drift   wall time of re-runs after one config file was edited on one worker (median of --reruns); each must
           report changed on that worker only, restore the file and leave every Ray node id unchanged
+  release wall time of re-runs with a release of the collection that changed one role (the firewall role, a comment
+          added; then this checkout's collection again: 2 x --reruns runs, median); each must run the firewall
+          stage alone, change nothing and leave every Ray node id unchanged
+  full    wall time of one run of every stage on every host (-e rayfleet_full=true), changing nothing: what a
+          release that changed every stage's code costs
   floor   Ray's own floor in the same containers: the rayfleet units stopped, then `ray start`
           by hand (head, then all workers at once, with the same settings) until Ray lists every
           node alive; the units are started again afterwards
@@ -26,9 +31,11 @@ import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -87,14 +94,17 @@ def controller_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str, dict[str, float]]:
+def run_site(sb: Sandbox, *args: str, collections: str | None = None,
+             ) -> tuple[float, dict[str, int], dict[str, float], str, dict[str, float]]:
     env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,rayfleet.cluster.stage_items")
+    if collections:
+        env["ANSIBLE_COLLECTIONS_PATH"] = f"{collections}:{ROOT / 'collections'}"
     busy0, all0 = machine_cpu_s()
     controller0 = controller_cpu_s()
     start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, env=env,
+    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     took = time.monotonic() - start
     busy1, all1 = machine_cpu_s()
@@ -113,6 +123,37 @@ def run_site(sb: Sandbox) -> tuple[float, dict[str, int], dict[str, float], str,
         elif in_roles and (m := ROLE_LINE.match(line.strip())) and m.group(1) != "total":
             roles[m.group(1)] = float(m.group(2))
     return took, changed, roles, proc.stdout, cpu
+
+
+RECORDED = re.compile(r"^TASK \[Record what the (\w+) stage applied")
+
+
+def stages_run(out: str) -> dict[str, set[str]]:
+    """stage -> the hosts that reached its record task (where it ran)."""
+    runs: dict[str, set[str]] = {}
+    stage = ""
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            found = RECORDED.match(line)
+            stage = found.group(1) if found else ""
+        elif stage and (ok := re.match(r"ok: \[([^\]]+)\]", line)):
+            runs.setdefault(stage, set()).add(ok.group(1))
+    return runs
+
+
+def release_with_one_role_changed(target: Path) -> str:
+    """A copy of this checkout's collection (a release) whose firewall role has a comment added; returns the
+    collections path that holds it."""
+    copy = target / "ansible_collections" / "rayfleet" / "cluster"
+    for name in ("galaxy.yml", "meta", "site.yml", "roles", "plugins", "playbooks", "library_py"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            copy.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / name, copy / name)
+    with open(copy / "roles" / "firewall" / "tasks" / "main.yml", "a") as handle:
+        handle.write("# a comment a new release added\n")
+    return str(target)
 
 
 def alive_nodes(sb: Sandbox, head: str) -> dict[str, str]:
@@ -197,6 +238,21 @@ def main(argv: list[str] | None = None) -> int:
             if alive_nodes(sb, head) != ids:
                 raise BenchError(f"drift re-run {i + 1} restarted Ray")
             drifts.append(took)
+        releases = []
+        with tempfile.TemporaryDirectory(prefix="rayfleet-release-") as tmp:
+            release = release_with_one_role_changed(Path(tmp))
+            for i in range(2 * args.reruns):
+                print(f"re-run with a release that changed one role {i + 1}/{2 * args.reruns} ...", flush=True)
+                took, changed, _roles, out, _cpu = run_site(sb, collections=release if i % 2 == 0 else None)
+                ran = stages_run(out)
+                if set(ran) != {"firewall"} or any(changed.values()) or alive_nodes(sb, head) != ids:
+                    raise BenchError(f"release re-run {i + 1}: expected the firewall stage alone, nothing changed "
+                                     f"and Ray untouched; stages run: {ran}, changed: {changed}\n{out[-3000:]}")
+                releases.append(took)
+        print("every stage on every host (rayfleet_full) ...", flush=True)
+        full, changed, full_roles, out, _cpu = run_site(sb, "-e", "rayfleet_full=true")
+        if any(changed.values()) or alive_nodes(sb, head) != ids:
+            raise BenchError(f"the rayfleet_full run changed something: {changed}\n{out[-3000:]}")
         floors = []
         for i in range(args.floor_runs):
             print(f"floor: plain ray start by hand {i + 1}/{args.floor_runs} ...", flush=True)
@@ -229,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         "rerun_ray_node_ids_unchanged": True,
         "drift_rerun_s": [round(t, 2) for t in drifts],
         "drift_rerun_median_s": round(statistics.median(drifts), 2),
+        "release_rerun_s": [round(t, 2) for t in releases],
+        "release_rerun_median_s": round(statistics.median(releases), 2),
+        "full_run_s": round(full, 1),
+        "full_run_per_role_s": full_roles,
         "floor_plain_ray_start_s": [round(t, 2) for t in floors],
         "floor_median_s": round(statistics.median(floors), 2),
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
@@ -246,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
               for name, secs in result["rerun_per_role_median_s"].items() if secs >= 0.5],
             ("re-run, one file drifted on one worker (median)", f"{result['drift_rerun_median_s']:.1f}",
              f"n={len(drifts)}, repaired, Ray node ids unchanged"),
+            ("re-run, a release that changed one role (median)", f"{result['release_rerun_median_s']:.1f}",
+             f"n={len(releases)}, the firewall stage alone, changed=0"),
+            ("every stage on every host (rayfleet_full)", f"{full:.1f}", "changed=0"),
             ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
              f"n={len(floors)}, head + {len(workers)} workers to all alive"),
             ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]

@@ -27,6 +27,8 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     (art / "bench-converge-3hosts.json").write_text(json.dumps(result(3, 10.0)))
     six = result(6, 13.0)
     six["first_run_cpu"] = {"busy_fraction": 0.874, "cpus": 2, "machine_busy_s": 379.6, "controller_s": 121.2}
+    six.update(release_rerun_s=[14.0, 15.5, 14.5, 15.0], release_rerun_median_s=14.75, full_run_s=98.2,
+               full_run_per_role_s={"ray": 16.1, "tiny": 0.2})
     (art / "bench-converge-6hosts.json").write_text(json.dumps(six))
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n<!-- begin: localize -->\nkept as it is\n<!-- end: localize -->\n")
@@ -42,6 +44,10 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     assert ("| CPU busy during the first run | 380 CPU-s | 87% of the machine's 2 CPUs (hosts and controller "
             "together); the controller (`ansible-playbook`, its forks and ssh clients, not the persistent ssh "
             "connections): 121 CPU-s |") in text
+    # the release and full rows only where the result measured them
+    assert text.count("| re-run, a release that changed one role |") == 1
+    assert "| re-run, a release that changed one role | 14.8 | 14.0 / 15.5 / 14.5 / 15.0; " in text
+    assert "| every stage on every host (`-e rayfleet_full=true`) | 98.2 | " in text and "per role: ray 16.1 |" in text
     # written again: the section is replaced, not added twice
     bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
     assert doc.read_text().count("<!-- begin: converge -->") == 1
