@@ -55,7 +55,8 @@ image: deps
 node-image: image venv wheels
 	tools/sandbox.py node-image
 
-# The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU.
+# The sandbox hosts' wheelhouse (mounted read-only): a CPU build of the pinned torch, as they have no GPU, with its
+# dependencies for Debian 12's Python (3.11): those hosts install torch from the wheelhouse alone (pytorch_no_index).
 # pip takes it from a local mirror where one is configured (find-links), else from the index.
 TORCH_VERSION := $(shell sed -n 's/^pytorch_version: "\(.*\)"/\1/p' roles/pytorch/defaults/main.yml)
 # and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU), and Ray at the ray role's
@@ -79,6 +80,12 @@ wheels: venv
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_28_$$(uname -m) -d .cache/wheels "torch==$(TORCH_VERSION)"
 	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl
+	@test -f .cache/wheels/.torch-$(TORCH_VERSION)-deps-py3.11 || { \
+	  echo "downloading torch $(TORCH_VERSION)'s dependencies for Python 3.11 into .cache/wheels"; \
+	  pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_$$(uname -m) \
+	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
+	    --find-links .cache/wheels -d .cache/wheels "torch==$(TORCH_VERSION)" \
+	  && touch .cache/wheels/.torch-$(TORCH_VERSION)-deps-py3.11; }
 	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl >/dev/null 2>&1 || \
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_18_$$(uname -m) -d .cache/wheels "nvidia-nccl-cu13==$(NCCL_VERSION)"

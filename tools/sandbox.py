@@ -43,11 +43,15 @@ UBUNTU_KEYRING_DEB = "pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all
 UBUNTU_KEYRING_SHA256 = "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8"
 # The host OS of the sandbox's hosts (debootstrap: no registry is needed). Debian 12 by default; Ubuntu 24.04 LTS,
 # the usual OS of GPU hosts and cloud images, with RAYFLEET_SANDBOX_DISTRO=ubuntu2404.
+# hostvars: the distribution's hosts' own settings, over the sandbox's group variables.
 DISTROS = {
-    "debian12": {"suite": "bookworm", "mirror": MIRROR, "components": "main", "script": None, "sources": []},
+    "debian12": {"suite": "bookworm", "mirror": MIRROR, "components": "main", "script": None, "sources": [],
+                 "hostvars": {}},
     "ubuntu2404": {"suite": "noble", "mirror": UBUNTU_MIRROR, "components": "main,universe", "script": "gutsy",
                    "sources": [f"deb {UBUNTU_MIRROR} noble{suffix} main restricted universe multiverse"
-                               for suffix in ("", "-updates", "-security")]},
+                               for suffix in ("", "-updates", "-security")],
+                   # the wheelhouse's torch is a build for Debian 12's Python (3.11): these hosts' 3.12 takes PyPI's
+                   "hostvars": {"pytorch_no_index": False}},
 }
 DISTRO = os.environ.get("RAYFLEET_SANDBOX_DISTRO", "debian12")
 IMAGE = os.environ.get("RAYFLEET_SANDBOX_IMAGE", f"localhost/rayfleet-{DISTRO}:latest")
@@ -529,6 +533,7 @@ class Sandbox:
                 "ansible_ssh_private_key_file": str(self.key),
                 "ansible_ssh_common_args": ssh_args,
                 "sandbox_container": h["container"],
+                **DISTROS.get(DISTRO, {}).get("hostvars", {}),
             }
         return inv
 

@@ -21,6 +21,7 @@ description:
     O(nccl_wheel_version) empty or a release like C(2.30.7) or C(2.30.7.post1) (with Python's C(packaging), each
     number without leading zeros); O(nccl_find_links) empty, an absolute path or an C(http), C(https) or C(file)
     URL; O(nccl_index_url) empty or such a URL (with Python's C(urllib.parse); neither with blanks);
+    O(nccl_no_index) a boolean, true only with O(nccl_find_links) set where the wheel is installed;
     O(nccl_venv_dir) absolute; with the effective source C(cuda_repo), O(nccl_cuda_repo_version) libnccl2's package
     version like C(2.27.7-1+cuda12.9); O(nccl_efa) C(auto), true or false (the words Ansible's C(bool) filter takes);
     O(nccl_env) a dict of names starting with C(NCCL), C(FI), C(RDMAV) or C(LD_LIBRARY_PATH), without
@@ -53,6 +54,10 @@ options:
     required: true
   nccl_index_url:
     description: Another package index for the wheel; may be empty.
+    type: raw
+    required: true
+  nccl_no_index:
+    description: Install the wheel from O(nccl_find_links) alone, asking no package index (C(--no-index)).
     type: raw
     required: true
   nccl_venv_dir:
@@ -116,6 +121,7 @@ EXAMPLES = r"""
     nccl_wheel_version: ""
     nccl_find_links: ""
     nccl_index_url: ""
+    nccl_no_index: false
     nccl_venv_dir: /opt/rayfleet/venv
     nccl_cuda_repo_version: ""
     nccl_efa: auto
@@ -152,6 +158,12 @@ efa_device_rdma:
   description: Whether one of the EFA devices does RDMA reads (efa1 and later; GPUDirect over EFA).
   returned: success
   type: bool
+pip_args:
+  description: pip's arguments for the wheel - C(--no-deps), then C(--no-index), C(--find-links) and C(--index-url)
+    where set.
+  returned: success
+  type: str
+  sample: --no-deps --no-index --find-links /opt/rayfleet-wheels
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

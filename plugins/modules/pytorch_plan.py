@@ -12,10 +12,12 @@ short_description: Check a host's PyTorch settings and work out what pip install
 description:
   - Runs on the controller only (an action plugin); nothing is sent to the host.
   - Checks the pytorch role's variables and works out what pip installs into the Ray venv - torch at
-    O(pytorch_version), then O(pytorch_extra_packages) - and pip's extra arguments (C(--find-links), C(--index-url)).
+    O(pytorch_version), then O(pytorch_extra_packages) - and pip's extra arguments (C(--no-index), C(--find-links),
+    C(--index-url)).
   - "Checked: O(pytorch_version) is a release like C(2.13.0), optionally with a local build tag such as C(+cpu);
     O(pytorch_index_url) empty or an C(http), C(https) or C(file) URL; O(pytorch_find_links) empty, an absolute path
     or such a URL (with Python's C(urllib.parse); neither with blanks, which would split pip's arguments);
+    O(pytorch_no_index) a boolean, true only with O(pytorch_find_links) set and O(pytorch_index_url) empty;
     O(pytorch_venv_dir) absolute; O(pytorch_extra_packages) a list, each requirement pinned (a name, its extras, then
     C(==), C(>=), C(<=), C(~=), C(!=), C(<) or C(>))."
   - Every problem found fails the task at once, each naming the host, the variable, the bad value and what was
@@ -37,6 +39,10 @@ options:
     description: A wheel directory on the nodes (or a URL) searched before the index; may be empty.
     type: raw
     required: true
+  pytorch_no_index:
+    description: Install from O(pytorch_find_links) alone, asking no package index (C(--no-index)).
+    type: raw
+    required: true
   pytorch_venv_dir:
     description: The venv torch goes into (the Ray venv).
     type: raw
@@ -55,6 +61,7 @@ EXAMPLES = r"""
     pytorch_version: "2.13.0"
     pytorch_index_url: https://download.pytorch.org/whl/cpu
     pytorch_find_links: ""
+    pytorch_no_index: false
     pytorch_venv_dir: /opt/rayfleet/venv
     pytorch_extra_packages: ["torchvision==0.29.1"]
   register: torch_plan
@@ -74,7 +81,7 @@ packages:
   elements: str
   sample: ["torch==2.13.0", "torchvision==0.29.1"]
 pip_args:
-  description: pip's extra arguments, C(--find-links) and C(--index-url) where set; empty when neither is.
+  description: pip's extra arguments, C(--no-index), C(--find-links) and C(--index-url) where set; empty when none is.
   returned: success
   type: str
   sample: --index-url https://download.pytorch.org/whl/cpu

@@ -48,7 +48,7 @@ EFA_ARCHITECTURES = ("x86_64", "aarch64")
 
 # The variables the plan reads (the nccl role's, and the nvidia_driver role's nvidia_driver_force)
 NCCL_VARS = ("nccl_source", "nccl_wheel_package", "nccl_wheel_version", "nccl_find_links", "nccl_index_url",
-             "nccl_venv_dir", "nccl_cuda_repo_version", "nccl_efa", "nccl_env", "nccl_socket_ifname",
+             "nccl_no_index", "nccl_venv_dir", "nccl_cuda_repo_version", "nccl_efa", "nccl_env", "nccl_socket_ifname",
              "nccl_efa_installer_version", "nccl_efa_installer_url", "nccl_efa_installer_checksum",
              "nvidia_driver_force")
 
@@ -122,6 +122,13 @@ def _check_settings(host, v, source, bad, problems):
     index = v.get("nccl_index_url")
     if index != "" and not is_url(index):
         bad("nccl_index_url", "empty or an http://, https:// or file:// URL, without blanks")
+    no_index = boolean(v.get("nccl_no_index"))
+    if no_index is None:
+        bad("nccl_no_index", "true or false")
+    elif no_index and source == "wheel" and links == "":
+        problems.append("nccl on %s: nccl_no_index is true and nccl_find_links is empty; expected a wheel directory "
+                        "in nccl_find_links that holds %s (pip asks no index)."
+                        % (host, v.get("nccl_wheel_package")))
     venv = v.get("nccl_venv_dir")
     if not (isinstance(venv, str) and venv.startswith("/")):
         bad("nccl_venv_dir", "an absolute path (the Ray venv)")
@@ -194,8 +201,8 @@ def nccl_plan(host, v, hardware, interfaces=None, architecture=None):
     hardware: the host's rayfleet.cluster.gpu_hardware_info result (nvidia_gpus, efa_devices).
     interfaces: the host's interface names (its interfaces fact), read when nccl_socket_ifname names one.
     architecture: the host's architecture fact, read on a host that uses EFA (None: not checked).
-    Returns the effective source (wheel, cuda_repo or none), whether EFA is used, the EFA devices' PCI addresses and
-    whether one of them does RDMA reads (efa1 and later: GPUDirect over EFA)."""
+    Returns the effective source (wheel, cuda_repo or none), whether EFA is used, the EFA devices' PCI addresses,
+    whether one of them does RDMA reads (efa1 and later: GPUDirect over EFA), and pip's arguments for the wheel."""
     problems = []
 
     def bad(var, expected):
@@ -216,4 +223,13 @@ def nccl_plan(host, v, hardware, interfaces=None, architecture=None):
         "efa_devices": [device.get("bus_id") for device in devices],
         "efa_device_rdma": any(isinstance(device.get("generation"), int) and device["generation"] >= 1
                                for device in devices),
+        "pip_args": pip_args(v),
     }
+
+
+def pip_args(v):
+    """pip's arguments for NCCL's wheel (it needs no other package): --no-deps, then --no-index, --find-links and
+    --index-url where set."""
+    links, index = v.get("nccl_find_links"), v.get("nccl_index_url")
+    return " ".join(["--no-deps"] + (["--no-index"] if boolean(v.get("nccl_no_index")) else [])
+                    + (["--find-links " + links] if links else []) + (["--index-url " + index] if index else []))

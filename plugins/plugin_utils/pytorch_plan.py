@@ -16,10 +16,11 @@ import re
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
     _json,
+    boolean,
     is_url,
 )
 
-PYTORCH_VARS = ("pytorch_version", "pytorch_index_url", "pytorch_find_links", "pytorch_venv_dir",
+PYTORCH_VARS = ("pytorch_version", "pytorch_index_url", "pytorch_find_links", "pytorch_no_index", "pytorch_venv_dir",
                 "pytorch_extra_packages")
 # A torch release, optionally with a local build tag (2.13.0, 2.13, 2.13.0+cpu, 2.13.0+cu128)
 VERSION = re.compile(r"^[0-9]+[.][0-9]+([.][0-9]+)?([+][A-Za-z0-9.]+)?$")
@@ -37,7 +38,7 @@ def pytorch_plan(host, v):
     PlanError naming every problem.
 
     Returns the requirements (torch pinned to pytorch_version, then pytorch_extra_packages) and pip's extra
-    arguments (--find-links and --index-url when set; empty when neither is)."""
+    arguments (--find-links and --index-url when set, --no-index with pytorch_no_index; empty when none is)."""
     problems = []
 
     def bad(var, expected):
@@ -55,6 +56,16 @@ def pytorch_plan(host, v):
     if links != "" and not (_path(links) or is_url(links)):
         bad("pytorch_find_links", "empty, an absolute path on the nodes or an http://, https:// or file:// URL, "
             "without blanks")
+    no_index = boolean(v.get("pytorch_no_index"))
+    if no_index is None:
+        bad("pytorch_no_index", "true or false")
+    elif no_index and links == "":
+        problems.append("pytorch on %s: pytorch_no_index is true and pytorch_find_links is empty; expected a wheel "
+                        "directory in pytorch_find_links that holds torch and its dependencies (pip asks no index)."
+                        % host)
+    elif no_index and index:
+        problems.append("pytorch on %s: pytorch_no_index is true and pytorch_index_url is %s; expected one of them "
+                        "(pip asks no index with pytorch_no_index)." % (host, _json(index)))
     venv = v.get("pytorch_venv_dir")
     if not (isinstance(venv, str) and venv.startswith("/")):
         bad("pytorch_venv_dir", "an absolute path (the Ray venv)")
@@ -68,7 +79,8 @@ def pytorch_plan(host, v):
                             "torchvision==0.29.1." % (host, _json(unpinned)))
     if problems:
         raise PlanError(problems)
-    args = (["--find-links " + links] if links else []) + (["--index-url " + index] if index else [])
+    args = ((["--no-index"] if no_index else []) + (["--find-links " + links] if links else [])
+            + (["--index-url " + index] if index else []))
     return {
         "packages": ["torch==" + version, *extra],
         "pip_args": " ".join(args),

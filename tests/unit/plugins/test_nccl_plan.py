@@ -58,8 +58,10 @@ def problems(hardware=SAME, interfaces=SAME, architecture="x86_64", **extra) -> 
 def test_defaults_are_rendered_and_pass():
     assert DEFAULTS["nccl_find_links"] == "" and DEFAULTS["nccl_venv_dir"] == "/opt/rayfleet/venv"
     assert DEFAULTS["nccl_efa_installer_url"].endswith("aws-efa-installer-1.44.0.tar.gz")
-    assert plan() == {"source": "wheel", "efa": False, "efa_devices": [], "efa_device_rdma": False}
-    assert plan(CPU_HOST) == {"source": "none", "efa": False, "efa_devices": [], "efa_device_rdma": False}
+    assert plan() == {"source": "wheel", "efa": False, "efa_devices": [], "efa_device_rdma": False,
+                      "pip_args": "--no-deps"}
+    assert plan(CPU_HOST) == {"source": "none", "efa": False, "efa_devices": [], "efa_device_rdma": False,
+                              "pip_args": "--no-deps"}
 
 
 # (nccl_source, nvidia_driver_force, hardware) -> the effective source, as vars/main.yml's Jinja decided it
@@ -101,10 +103,32 @@ def test_efa_decision(efa, hardware, expected):
     assert decide({"nccl_source": "auto", "nccl_efa": efa}, hardware)[1] is expected
 
 
+@pytest.mark.parametrize(("extra", "expected"), [
+    ({"nccl_find_links": "/w"}, "--no-deps --find-links /w"),
+    ({"nccl_find_links": "/w", "nccl_no_index": True}, "--no-deps --no-index --find-links /w"),
+    # as the role's default renders pytorch_no_index, and as -e gives it
+    ({"nccl_find_links": "/w", "nccl_no_index": "True"}, "--no-deps --no-index --find-links /w"),
+    ({"nccl_index_url": "https://download.pytorch.org/whl/cu130"},
+     "--no-deps --index-url https://download.pytorch.org/whl/cu130"),
+])
+def test_pips_arguments_for_the_wheel(extra, expected):
+    assert plan(**extra)["pip_args"] == expected
+
+
+def test_an_offline_site_names_its_wheel_directory():
+    (problem,) = problems(nccl_no_index=True)
+    assert problem == ("nccl on gpu1: nccl_no_index is true and nccl_find_links is empty; expected a wheel directory "
+                       "in nccl_find_links that holds nvidia-nccl-cu13 (pip asks no index).")
+    (problem,) = problems(nccl_no_index="often")
+    assert problem == 'nccl on gpu1: nccl_no_index is "often"; expected true or false.'
+    # no wheel to install (a CPU host): nothing to ask an index for
+    assert plan(CPU_HOST, nccl_no_index=True)["source"] == "none"
+
+
 def test_efa_host_with_a_checksum():
     got = plan(EFA_HOST, nccl_efa_installer_checksum=CHECKSUM)
     assert got == {"source": "wheel", "efa": True, "efa_devices": ["0000:10:1c.0", "0000:20:1c.0"],
-                   "efa_device_rdma": True}
+                   "efa_device_rdma": True, "pip_args": "--no-deps"}
     # efa0 (p4d's predecessor generation) does no RDMA reads
     only_efa0 = plan({"nvidia_gpus": [GPU], "efa_devices": [EFA0]}, nccl_efa_installer_checksum=CHECKSUM)
     assert only_efa0["efa_device_rdma"] is False

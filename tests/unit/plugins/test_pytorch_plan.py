@@ -89,9 +89,27 @@ def test_each_bad_variable_is_named_alone(var, value, expected):
     assert problem.startswith("pytorch on node7: " + expected), problem
 
 
+def test_an_offline_site_asks_no_index_and_needs_its_wheel_directory():
+    offline = pytorch_plan("node7", settings(pytorch_no_index=True, pytorch_find_links="/opt/rayfleet-wheels"))
+    assert offline["pip_args"] == "--no-index --find-links /opt/rayfleet-wheels"
+    # as -e pytorch_no_index=true gives it: a string
+    assert pytorch_plan("node7", settings(pytorch_no_index="true", pytorch_find_links="/w"))["pip_args"] == (
+        "--no-index --find-links /w")
+    (problem,) = problems(pytorch_no_index=True)
+    assert problem == ("pytorch on node7: pytorch_no_index is true and pytorch_find_links is empty; expected a "
+                       "wheel directory in pytorch_find_links that holds torch and its dependencies (pip asks no "
+                       "index).")
+    (problem,) = problems(pytorch_no_index=True, pytorch_find_links="/w",
+                          pytorch_index_url="https://download.pytorch.org/whl/cpu")
+    assert problem.startswith('pytorch on node7: pytorch_no_index is true and pytorch_index_url is '
+                              '"https://download.pytorch.org/whl/cpu"; expected one of them'), problem
+    (problem,) = problems(pytorch_no_index="sometimes")
+    assert problem == 'pytorch on node7: pytorch_no_index is "sometimes"; expected true or false.'
+
+
 def test_every_problem_is_named_at_once():
-    found = problems(pytorch_version="latest", pytorch_index_url="x", pytorch_find_links="y", pytorch_venv_dir="z",
-                     pytorch_extra_packages=["a"])
+    found = problems(pytorch_version="latest", pytorch_index_url="x", pytorch_find_links="y", pytorch_no_index="n/a",
+                     pytorch_venv_dir="z", pytorch_extra_packages=["a"])
     assert [p.split(" ")[3] for p in found] == list(PYTORCH_VARS)
 
 
