@@ -129,13 +129,17 @@ def code_files(root):
     return sorted(paths)
 
 
-def files_digest(root, paths) -> str:
-    """sha256 over the paths (relative to root) and contents of these files."""
+def files_digest(root, paths, sums=None) -> str:
+    """sha256 over the paths (relative to root) and contents of these files (sums: {path: sha256 digest of its
+    content} already read)."""
     sha = hashlib.sha256()
     for path in sorted(paths):
         sha.update(os.path.relpath(path, root).encode() + b"\0")
-        with open(path, "rb") as handle:
-            sha.update(hashlib.sha256(handle.read()).digest())
+        if sums is None or path not in sums:
+            with open(path, "rb") as handle:
+                sums = {} if sums is None else sums
+                sums[path] = hashlib.sha256(handle.read()).digest()
+        sha.update(sums[path])
     return sha.hexdigest()
 
 
@@ -244,16 +248,29 @@ def _site_playbooks(root):
     return sorted(os.path.join(root, "playbooks", name) for name in names)
 
 
-def _stage_files(root, item):
+_STAGE_FILES = {}
+
+
+def _stage_files(root, item, code):
     """The texts of the collection's files that decide what stage `item` applies: the playbooks that gate it, its
     roles and every role those include (rayfleet.cluster.<role>), and the action plugins they call (an action reads
-    its settings from the task's arguments, named in the roles, or from the host's plan)."""
+    its settings from the task's arguments, named in the roles, or from the host's plan). Read once per code
+    digest."""
+    key = (root, code, item.name)
+    if key not in _STAGE_FILES:
+        _STAGE_FILES[key] = _read_stage_files(root, item)
+    return _STAGE_FILES[key]
+
+
+def _read_stage_files(root, item):
     texts = {}
+    called = set()  # the names of the collection's plugins and roles the texts read so far name
 
     def read(path):
         if path not in texts:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 texts[path] = handle.read()
+            called.update(_PLUGIN_CALL.findall(texts[path]))
 
     gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
     for path in _site_playbooks(root):
@@ -271,9 +288,7 @@ def _stage_files(root, item):
             for name in sorted(filenames):
                 if not name.endswith(SKIPPED_SUFFIXES):
                     read(os.path.join(dirpath, name))
-        called = {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
         todo.extend(name for name in called if os.path.isdir(os.path.join(root, "roles", name)))
-    called = {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
     for name in sorted(called - STAGE_MACHINERY):
         path = os.path.join(root, "plugins", "action", "%s.py" % name)
         if os.path.isfile(path):
@@ -308,14 +323,15 @@ def stage_code(root, code):
     rel = {path: os.path.relpath(path, root) for path in files}
     gating = set()
     for item in STAGES:
-        gating.update(path for path in _stage_files(root, item) if rel.get(path, "").startswith("playbooks/"))
+        gating.update(path for path in _stage_files(root, item, code) if rel.get(path, "").startswith("playbooks/"))
     machinery = set(_MACHINERY_FILES) | {
         "plugins/%s/%s.py" % (kind, name) for kind in ("action", "modules") for name in STAGE_MACHINERY}
     shared = [path for path in files if not rel[path].startswith(("roles/", "plugins/")) and path not in gating]
     shared += [path for path in files if rel[path].startswith(("plugins/filter/", "plugins/test/"))]
+    sums = {}
     out = {}
     for item in STAGES:
-        texts = _stage_files(root, item)
+        texts = _stage_files(root, item, code)
         if any(_READS_COLLECTION.search(text) for text in texts.values()):
             out[item.name] = code
             continue
@@ -337,7 +353,7 @@ def stage_code(root, code):
             todo.extend("plugins/%s/%s.py" % found for found in _PY_IMPORT.findall(text))
             todo.extend("plugins/%s/%s.py" % (kind, name) for name in _PLUGIN_CALL.findall(text)
                         for kind in ("action", "modules"))
-        out[item.name] = files_digest(root, set(shared) | mine)
+        out[item.name] = files_digest(root, set(shared) | mine, sums)
     _STAGE_CODE[key] = out
     return out
 
@@ -359,7 +375,7 @@ def stage_reads(root, code):
         plans = re.compile(r"(?<!\w)__(%s)_plan" % "|".join(map(re.escape, roles)))
         reads = {}
         for item in STAGES:
-            text = "\n".join(_stage_files(root, item).values())
+            text = "\n".join(_stage_files(root, item, code).values())
             prefixes = {"%s_" % role for role in item.roles}
             prefixes |= {"%s_" % role for role in plans.findall(text)}
             reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)))
@@ -382,7 +398,8 @@ def address_stages(root, code):
     if key not in _ADDRESS_STAGES:
         _ADDRESS_STAGES[key] = frozenset(
             item.name for item in STAGES
-            if item.cluster_inputs or any(_READS_ADDRESSES.search(text) for text in _stage_files(root, item).values()))
+            if item.cluster_inputs
+            or any(_READS_ADDRESSES.search(text) for text in _stage_files(root, item, code).values()))
     return _ADDRESS_STAGES[key]
 
 
