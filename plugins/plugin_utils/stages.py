@@ -132,13 +132,13 @@ def code_files(root):
 def files_digest(root, paths, sums=None) -> str:
     """sha256 over the paths (relative to root) and contents of these files (sums: {path: sha256 digest of its
     content} already read)."""
+    sums = {} if sums is None else sums
     sha = hashlib.sha256()
     for path in sorted(paths):
-        sha.update(os.path.relpath(path, root).encode() + b"\0")
-        if sums is None or path not in sums:
+        if path not in sums:
             with open(path, "rb") as handle:
-                sums = {} if sums is None else sums
                 sums[path] = hashlib.sha256(handle.read()).digest()
+        sha.update(os.path.relpath(path, root).encode() + b"\0")
         sha.update(sums[path])
     return sha.hexdigest()
 
