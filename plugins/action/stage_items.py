@@ -8,18 +8,33 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import KINDS, item_key
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import pip_items, unit_name
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("items",))
+    _VALID_ARGS = frozenset(("items", "pip", "files"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        items = self._task.args.get("items") or []
+        items = [dict(item, name=unit_name(item["name"])) if isinstance(item, dict) and item.get("kind") == "unit"
+                 and isinstance(item.get("name"), str) else item for item in self._task.args.get("items") or []]
+        files = self._task.args.get("files") or []
+        if not (isinstance(files, list) and all(isinstance(path, str) and path.startswith("/") for path in files)):
+            result.update(failed=True, msg="stage_items: files needs a list of absolute paths, got %r" % (files,))
+            return result
+        items.extend({"kind": "file", "path": path} for path in files)
+        pip = self._task.args.get("pip")
+        if pip is not None:
+            if not (isinstance(pip, dict) and isinstance(pip.get("venv"), str) and pip["venv"].startswith("/")
+                    and isinstance(pip.get("requirements"), list)):
+                result.update(failed=True, msg="stage_items: pip needs venv (an absolute path) and requirements (a "
+                                               "list), got %r" % (pip,))
+                return result
+            items.extend(pip_items(pip["venv"], pip["requirements"]))
         for item in items:
             try:
                 if item.get("kind") not in KINDS:

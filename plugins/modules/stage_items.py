@@ -15,16 +15,39 @@ description:
   - Most items a stage manages are taken from its tasks' results (files, units, packages, ...) by the
     C(rayfleet.cluster.stage_items) callback. State applied through a command - an nftables table a unit loads -
     is declared with this module, and M(rayfleet.cluster.stage_record) records it with the rest.
+  - So is what a task skipped on a re-run manages (pip, skipped where the venv already holds the packages), so that
+    the record of a stage applied again covers what its first run did.
 author:
   - rayfleet authors (@rayfleet)
 options:
   items:
     description:
       - The items, each a dict with a C(kind) (file, unit, package, pip, mount, user, group, kmod, nft_table,
-        sshd) and the keys that name it (C(path); C(name); C(venv) and C(name); C(family) and C(name)).
+        sshd) and the keys that name it (C(path); C(name); C(venv) and C(name); C(family) and C(name)). A unit
+        named without a type is a C(.service), as M(ansible.builtin.systemd_service) takes it.
     type: list
     elements: dict
-    required: true
+    default: []
+  files:
+    description: Files and directories (absolute paths) - one C(file) item each.
+    type: list
+    elements: path
+    default: []
+  pip:
+    description:
+      - pip packages in a venv, named by the requirements pip installs them with (C(ray[default]==2.60.0) is
+        C(ray)), one C(pip) item each.
+    type: dict
+    suboptions:
+      venv:
+        description: The venv.
+        type: path
+        required: true
+      requirements:
+        description: The requirements, as given to M(ansible.builtin.pip).
+        type: list
+        elements: str
+        required: true
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
@@ -34,6 +57,12 @@ EXAMPLES = r"""
   rayfleet.cluster.stage_items:
     items:
       - {kind: nft_table, family: inet, name: rayfleet}
+
+- name: Watch Ray and its companions in the stage record (pip skips them on a re-run)
+  rayfleet.cluster.stage_items:
+    pip:
+      venv: /opt/rayfleet/venv
+      requirements: ["ray[default]==2.60.0", "nvidia-ml-py==13.580.82"]
 """
 
 RETURN = r"""

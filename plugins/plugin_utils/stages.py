@@ -521,6 +521,17 @@ def _package_name(spec):
     return match.group(0).split("=", 1)[0]
 
 
+def unit_name(unit):
+    """A unit as systemd names it (ssh -> ssh.service)."""
+    return unit if "." in unit else unit + ".service"
+
+
+def pip_items(venv, requirements):
+    """The pip items of these requirements in venv, named as a pip task's result names them."""
+    names = (_pip_name(spec) for spec in requirements if isinstance(spec, str))
+    return [{"kind": "pip", "venv": venv, "name": name} for name in dict.fromkeys(names) if name]
+
+
 def _pip_name(spec):
     """A pip requirement (name[extra]==1.0, name>=2) -> its normalised name; paths and URLs -> None."""
     if "/" in spec or spec.startswith("."):
@@ -566,7 +577,7 @@ def items_of_result(action, result, args):
     elif name in UNIT_ACTIONS:
         unit = arg("name")
         if unit:
-            items.append({"kind": "unit", "name": unit if "." in unit else unit + ".service"})
+            items.append({"kind": "unit", "name": unit_name(unit)})
     elif name in PACKAGE_ACTIONS:
         specs = invocation.get("name") if invocation else None
         if specs is None:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.callback import stage_items
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import SPOOL_ENV, spooled_changed, spooled_items
 
 
@@ -137,3 +138,39 @@ def test_the_collections_code_is_read_once_in_the_main_process_for_every_worker(
     assert calls == [root], "computed again after the callback did"
     assert code == stages.stage_code(root, digest(root)) and code["submit_host"] == digest(root)
     assert set(code) == set(reads) == {s.name for s in stages.STAGES} and "ray" in addresses
+
+
+def declare(args):
+    """The stage_items action's result for these arguments."""
+    from ansible_collections.rayfleet.cluster.plugins.action.stage_items import ActionModule
+
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="rayfleet.cluster.stage_items",
+                           get_validated_value=None)
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp"))
+    action = ActionModule(task, connection, SimpleNamespace(), None, None, None)
+    return action.run(task_vars={})
+
+
+def test_pip_requirements_are_declared_by_the_names_a_pip_tasks_result_gives():
+    """A pip task skipped on a re-run (the venv holds the packages) reports nothing: the role declares what it
+    installs, so a record written then watches the same items as the first run's."""
+    venv = "/opt/rayfleet/venv"
+    specs = ["ray[default]==2.60.0", "nvidia-ml-py==13.580.82", "Torch_Vision >= 0.29", "./local.whl"]
+    installed = stages.items_of_task_result("pip", {"invocation": {"module_args": {"name": specs,
+                                                                                  "virtualenv": venv}}}, {})
+    declared = declare({"pip": {"venv": venv, "requirements": specs}, "items": [{"kind": "unit", "name": "x.service"}]})
+    assert not declared.get("failed"), declared
+    assert declared["rayfleet_managed"] == [{"kind": "unit", "name": "x.service"}, *installed]
+    assert [item["name"] for item in installed] == ["ray", "nvidia-ml-py", "torch-vision"]
+    bad = declare({"pip": {"venv": "venv", "requirements": specs}})
+    assert bad["failed"] and "pip needs venv (an absolute path) and requirements (a list)" in bad["msg"]
+
+
+def test_files_and_units_are_declared_as_the_tasks_results_name_them():
+    declared = declare({"files": ["/etc/rayfleet", "/opt/rayfleet/venv/.rayfleet-requirements"],
+                        "items": [{"kind": "unit", "name": "ssh"}]})
+    reloaded = stages.items_of_task_result("systemd_service", {"name": "ssh", "state": "reloaded"}, {})
+    assert declared["rayfleet_managed"] == [*reloaded, {"kind": "file", "path": "/etc/rayfleet"},
+                                            {"kind": "file", "path": "/opt/rayfleet/venv/.rayfleet-requirements"}]
+    assert reloaded == [{"kind": "unit", "name": "ssh.service"}]
+    assert declare({"files": ["etc/rayfleet"]})["failed"]
