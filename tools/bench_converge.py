@@ -96,15 +96,19 @@ def controller_cpu_s() -> float:
 
 def run_site(sb: Sandbox, *args: str, collections: str | None = None,
              ) -> tuple[float, dict[str, int], dict[str, float], str, dict[str, float]]:
+    """site.yml on the sandbox; with collections, the rayfleet.cluster collection found there, and its own site.yml (a
+    playbook's directory's collections/, this checkout's, comes before the configured path)."""
     env = dict(os.environ, RAYFLEET_SANDBOX=sb.name, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles,rayfleet.cluster.stage_items")
+    playbook = "site.yml"
     if collections:
         env["ANSIBLE_COLLECTIONS_PATH"] = f"{collections}:{ROOT / 'collections'}"
+        playbook = str(Path(collections) / "ansible_collections" / "rayfleet" / "cluster" / "site.yml")
     busy0, all0 = machine_cpu_s()
     controller0 = controller_cpu_s()
     start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox", *args], cwd=ROOT, env=env,
+    proc = subprocess.run(["ansible-playbook", playbook, "-i", "inventories/sandbox", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     took = time.monotonic() - start
     busy1, all1 = machine_cpu_s()

@@ -125,9 +125,10 @@ def test_a_release_that_changed_one_role_runs_that_roles_stage_alone(head, tmp_p
         handle.write("# a comment a new release added\n")
     hosts = {HEAD, WORKER1, WORKER2}
     before = ids(head)
-    released = subprocess.run(["ansible-playbook", "site.yml", "-i", "inventories/sandbox"], cwd=ROOT, text=True,
+    # its own site.yml: a playbook's directory's collections/ (this checkout's) comes before the configured path
+    released = subprocess.run(["ansible-playbook", str(copy / "site.yml"), "-i", "inventories/sandbox"], cwd=ROOT,
                               env=ansible_env(ANSIBLE_COLLECTIONS_PATH=f"{tmp_path}:{ROOT / 'collections'}"),
-                              capture_output=True, check=False, timeout=300)
+                              text=True, capture_output=True, check=False, timeout=300)
     assert released.returncode == 0, released.stdout[-4000:] + released.stderr[-2000:]
     for proc in (released, site_ok()):
         assert gates(proc) == {"firewall": hosts}, gates(proc)
