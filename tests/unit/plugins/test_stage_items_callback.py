@@ -156,8 +156,8 @@ def test_pip_requirements_are_declared_by_the_names_a_pip_tasks_result_gives():
     installs, so a record written then watches the same items as the first run's."""
     venv = "/opt/rayfleet/venv"
     specs = ["ray[default]==2.60.0", "nvidia-ml-py==13.580.82", "Torch_Vision >= 0.29", "./local.whl"]
-    installed = stages.items_of_task_result("pip", {"invocation": {"module_args": {"name": specs,
-                                                                                  "virtualenv": venv}}}, {})
+    result = {"invocation": {"module_args": {"name": specs, "virtualenv": venv}}}
+    installed = stages.items_of_task_result("pip", result, {})
     declared = declare({"pip": {"venv": venv, "requirements": specs}, "items": [{"kind": "unit", "name": "x.service"}]})
     assert not declared.get("failed"), declared
     assert declared["rayfleet_managed"] == [{"kind": "unit", "name": "x.service"}, *installed]
