@@ -591,10 +591,8 @@ def items_of_result(action, result, args):
         specs = invocation.get("name") if invocation else None
         if specs is None:
             specs = args.get("name")
-        for spec in _as_list(specs):
-            package = _pip_name(spec)
-            if package and venv:
-                items.append({"kind": "pip", "venv": venv, "name": package})
+        if venv:
+            items.extend(pip_items(venv, _as_list(specs)))
     elif name == "mount":
         path = arg("path", "name")
         if path:
