@@ -110,6 +110,9 @@ class ActionModule(ActionBase):
             # no stage can run on a settled host in this run: the stage plays leave it before their gates
             result["settled"] = running == []
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
+        packages = (drift.get(host) or {}).get("packages")
+        if isinstance(packages, list):
+            result["installed_packages"] = packages
         if name != VALIDATE:
             result["supersede"] = run and supersedes_record(name, host, drift, task_vars.get("ansible_run_tags"))
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (

@@ -2,20 +2,21 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
 """Action of rayfleet.cluster.stage_items: items a role manages through commands (an nftables table loaded by a
-unit), declared so that the stage's record covers them."""
+unit), or through tasks skipped where the host already holds their result (pip, packages), declared so that the
+stage's record covers them."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import KINDS, item_key
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import pip_items, unit_name
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import package_items, pip_items, unit_name
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("items", "pip", "files"))
+    _VALID_ARGS = frozenset(("items", "pip", "files", "packages"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -27,6 +28,16 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="stage_items: files needs a list of absolute paths, got %r" % (files,))
             return result
         items.extend({"kind": "file", "path": path} for path in files)
+        packages = self._task.args.get("packages") or []
+        if not (isinstance(packages, list) and all(isinstance(name, str) for name in packages)):
+            result.update(failed=True, msg="stage_items: packages needs a list of package names, got %r" % (packages,))
+            return result
+        declared = package_items(packages)
+        if len(declared) != len(packages):
+            result.update(failed=True, msg="stage_items: packages names a package by name (name, name=version), got "
+                                           "%r" % (packages,))
+            return result
+        items.extend(declared)
         pip = self._task.args.get("pip")
         if pip is not None:
             if not (isinstance(pip, dict) and isinstance(pip.get("venv"), str) and pip["venv"].startswith("/")

@@ -128,6 +128,21 @@ def _package_states(module, names):
     return states
 
 
+def installed_packages(module):
+    """The names of the packages installed on the host (dpkg: fully installed ones; rpm), sorted; [] where the host
+    has neither. Read once by the drift check, so that a stage's package task need not ask apt or dnf about packages
+    already there."""
+    dpkg = module.get_bin_path("dpkg-query")
+    if dpkg is not None:
+        out = _run(module, [dpkg, "-W", "-f", "${db:Status-Abbrev}\t${Package}\n"])[1]
+        return sorted({fields[1] for fields in (line.split("\t") for line in out.splitlines())
+                       if len(fields) == 2 and fields[0].strip() == "ii"})
+    rpm = module.get_bin_path("rpm")
+    if rpm is not None:
+        return sorted(set(_run(module, [rpm, "-qa", "--qf", "%{NAME}\n"])[1].split()))
+    return []
+
+
 def _normalise(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 

@@ -91,6 +91,16 @@ records:
   description: Stage name to the digest of its record's items' states on the host, for every record there.
   returned: always
   type: dict
+packages:
+  description:
+    - The names of the packages installed on the host (fully installed ones with dpkg; rpm), sorted.
+    - A stage's package task is skipped where every package it installs is among them, so apt or dnf is not asked
+      again about packages already there
+      (M(rayfleet.cluster.stage_gate) passes them on as RV(rayfleet.cluster.stage_gate#module:installed_packages)).
+  returned: always
+  type: list
+  elements: str
+  sample: [curl, nftables, openssh-server]
 items:
   description: How many items the records name.
   returned: always
@@ -105,6 +115,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
     capture,
     check_stage,
     effective_record,
+    installed_packages,
     record_digest,
 )
 
@@ -143,6 +154,7 @@ def main():
         stages=stages,
         records={name: record_digest(record) for name, record in records.items() if record is not None},
         items=len(items),
+        packages=installed_packages(module),
     )
 
 

@@ -84,6 +84,16 @@ drifted_items:
   returned: success
   type: list
   elements: str
+installed_packages:
+  description:
+    - The packages the drift check found installed on this host (RV(rayfleet.cluster.drift_check#module:packages)).
+      A role's package task is skipped where every package it installs is among them (C(state=present) asks no
+      more), and the role declares its packages with M(rayfleet.cluster.stage_items) so that the record covers them
+      either way.
+    - Absent without a drift check on the host; the package tasks then ask apt or dnf.
+  returned: success, where the drift check ran on the host
+  type: list
+  elements: str
 stage:
   description: The stage.
   returned: success

@@ -15,8 +15,9 @@ description:
   - Most items a stage manages are taken from its tasks' results (files, units, packages, ...) by the
     C(rayfleet.cluster.stage_items) callback. State applied through a command - an nftables table a unit loads -
     is declared with this module, and M(rayfleet.cluster.stage_record) records it with the rest.
-  - So is what a task skipped on a re-run manages (pip, skipped where the venv already holds the packages), so that
-    the record of a stage applied again covers what its first run did.
+  - So is what a task skipped on a re-run manages (pip, skipped where the venv already holds the packages; a package
+    task, skipped where the drift check found its packages installed), so that the record of a stage applied again
+    covers what its first run did.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -32,6 +33,14 @@ options:
     description: Files and directories (absolute paths) - one C(file) item each.
     type: list
     elements: path
+    default: []
+  packages:
+    description:
+      - System packages (apt, dnf), named as a package task takes them (C(name), C(name=version)), one C(package)
+        item each - for a package task skipped where the drift check found every package installed
+        (RV(rayfleet.cluster.stage_gate#module:installed_packages)).
+    type: list
+    elements: str
     default: []
   pip:
     description:
@@ -57,6 +66,10 @@ EXAMPLES = r"""
   rayfleet.cluster.stage_items:
     items:
       - {kind: nft_table, family: inet, name: rayfleet}
+
+- name: Watch the firewall's package in the stage record (its package task skips it where it is installed)
+  rayfleet.cluster.stage_items:
+    packages: [nftables]
 
 - name: Watch Ray and its companions in the stage record (pip skips them on a re-run)
   rayfleet.cluster.stage_items:

@@ -521,6 +521,12 @@ def _package_name(spec):
     return match.group(0).split("=", 1)[0]
 
 
+def package_items(specs):
+    """The package items of what a package task installs (name, name=version, name:arch), as the stage_items callback
+    takes them from the task's result and roles declare them; globs, paths and URLs name none."""
+    return [{"kind": "package", "name": name} for name in (_package_name(spec) for spec in specs) if name]
+
+
 def unit_name(unit):
     """A unit as systemd names it (ssh -> ssh.service)."""
     return unit if "." in unit else unit + ".service"
@@ -582,10 +588,7 @@ def items_of_result(action, result, args):
         specs = invocation.get("name") if invocation else None
         if specs is None:
             specs = args.get("name") or args.get("pkg")
-        for spec in _as_list(specs):
-            package = _package_name(spec)
-            if package:
-                items.append({"kind": "package", "name": package})
+        items.extend(package_items(_as_list(specs)))
     elif name == "pip":
         venv = arg("virtualenv")
         specs = invocation.get("name") if invocation else None

@@ -174,3 +174,40 @@ def test_files_and_units_are_declared_as_the_tasks_results_name_them():
                                             {"kind": "file", "path": "/opt/rayfleet/venv/.rayfleet-requirements"}]
     assert reloaded == [{"kind": "unit", "name": "ssh.service"}]
     assert declare({"files": ["etc/rayfleet"]})["failed"]
+
+
+def test_packages_are_declared_as_a_package_tasks_result_names_them():
+    """A package task skipped where the drift check found its packages installed reports nothing: the role declares
+    them, named as the task's result would name them."""
+    specs = ["nftables", "nfs-common=1:2.6.2-4", "libc6:amd64"]
+    installed = stages.items_of_task_result("apt", {"invocation": {"module_args": {"name": specs}}}, {})
+    declared = declare({"packages": specs})
+    assert not declared.get("failed"), declared
+    assert declared["rayfleet_managed"] == installed == [
+        {"kind": "package", "name": "nftables"}, {"kind": "package", "name": "nfs-common"},
+        {"kind": "package", "name": "libc6"}]
+    bad = declare({"packages": ["nftables", "/tmp/x.deb"]})
+    assert bad["failed"] and "packages names a package by name" in bad["msg"] and "x.deb" in bad["msg"]
+    assert declare({"packages": "nftables"})["failed"]
+
+
+def gate(stage, task_vars):
+    """The stage_gate action's result on host h1 with these variables."""
+    from ansible_collections.rayfleet.cluster.plugins.action.stage_gate import ActionModule
+
+    task = SimpleNamespace(args={"stage": stage}, async_val=0, check_mode=False, action="rayfleet.cluster.stage_gate",
+                           get_validated_value=None)
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp"))
+    action = ActionModule(task, connection, SimpleNamespace(), None, None, None)
+    host_vars = {"inventory_hostname": "h1", "ansible_play_hosts_all": ["h1"], "groups": {"ray_head": ["h1"]},
+                 **task_vars}
+    return action.run(task_vars=dict(host_vars, hostvars={"h1": host_vars}))
+
+
+def test_the_gate_passes_on_the_packages_the_drift_check_found_installed():
+    verdict = {"recorded": True, "inputs_changed": True, "drifted": [], "drifted_items": [], "upstream": {}}
+    drift = {"stages": {"firewall": verdict}, "records": {}, "packages": ["curl", "nftables"]}
+    opened = gate("firewall", {"__rayfleet_drift": drift})
+    assert opened["run"] and opened["installed_packages"] == ["curl", "nftables"]
+    # without a drift check on the host the package tasks ask apt or dnf
+    assert "installed_packages" not in gate("firewall", {})

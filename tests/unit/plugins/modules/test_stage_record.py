@@ -307,3 +307,13 @@ def test_the_images_record_is_written_only_as_a_whole_record(host):
     out = run(stage_record, {"stage": "ray", "state": "aside", "image": True, "directory": str(host / "records"),
                              "image_directory": str(host / "image")})
     assert out.failed and "image=true" in out.result["msg"] and "expected present" in out.result["msg"]
+
+
+def test_the_drift_check_lists_the_packages_installed_in_full(host):
+    """dpkg's fully installed packages only: one removed with its configuration kept (rc) or half-installed is not
+    there for a package task to skip."""
+    stub = host / "bin" / "dpkg-query"
+    stub.write_text('#!/bin/sh\n[ "$1 $2" = "-W -f" ] || exit 2\n'
+                    "printf 'ii \\tnftables\\nrc \\tnfs-kernel-server\\niF \\tcurl\\nii \\tchrony\\n'\n")
+    stub.chmod(0o755)
+    assert check(host)["packages"] == ["chrony", "nftables"]
