@@ -6,6 +6,7 @@ restarts only where its own settings changed; and the run after that reports cha
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -63,6 +64,20 @@ def gates(proc: subprocess.CompletedProcess) -> dict[str, set[str]]:
         if stage and ok:
             runs.setdefault(stage, set()).add(ok.group(1))
     return runs
+
+
+def task_results(proc: subprocess.CompletedProcess, task: str) -> dict[str, str]:
+    """host -> how the task named went there (ok, changed, skipping, failed), from the run's output."""
+    results: dict[str, str] = {}
+    current = False
+    for line in proc.stdout.splitlines():
+        if line.startswith("TASK ["):
+            current = line.startswith(f"TASK [{task}]")
+            continue
+        found = re.match(r"(ok|changed|skipping|failed|fatal): \[([^\]]+)\]", line)
+        if current and found:
+            results[found.group(2)] = found.group(1)
+    return results
 
 
 def ids(head) -> dict[str, str]:
@@ -133,6 +148,12 @@ def test_a_release_that_changed_one_role_runs_that_roles_stage_alone(head, tmp_p
     for proc in (released, site_ok()):
         assert gates(proc) == {"firewall": hosts}, gates(proc)
         assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
+        # the drift check found nftables installed: apt is not asked again, and the record still watches it
+        assert task_results(proc, "rayfleet.cluster.firewall : Install nftables") == dict.fromkeys(hosts, "skipping")
+        for host in hosts:
+            record = json.loads(sh(host, "cat /var/lib/rayfleet/stages/default/firewall.json"))
+            assert {"kind": "package", "name": "nftables"} in record["items"], record["items"]
+            assert record["state"]["package:nftables"]["status"].startswith("ii"), record["state"]
     assert ids(head) == before, "Ray restarted"
 
 
