@@ -110,9 +110,10 @@ logs: venv  ## every node's Ray logs and the rayfleet units' journal -> artifact
 	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/logs.yml -i $(INVENTORY)
 
 # make test is the CI gate: the verify modules marked extended (Apex, the checkpoint store, the submit host, Ray in
-# podman and docker containers, the spot-notice drain: about 19 minutes together) run in make test-full. The static checks run beside the
-# gpu-stack scenario (dpkg unpacking the CUDA toolkit on one core): two single-core jobs on two cores. The Ray
-# sandboxes (molecule, bake) run alone: their fault tests wait on real timeouts.
+# podman and docker containers, the spot-notice drain, the health timer: about 32 minutes together on two CPUs) run in
+# make test-full. The static checks run beside the gpu-stack scenario (dpkg unpacking the CUDA toolkit on one core):
+# two single-core jobs on two cores. The Ray sandboxes (molecule, bake) run alone: their fault tests wait on real
+# timeouts.
 STAGES_FIRST := gpu-stack+lint,sanity,unit,aws
 test: deps venv
 	tools/stages.py $(STAGES_FIRST) molecule bake
