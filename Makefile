@@ -86,6 +86,13 @@ wheels: venv
 	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
 	    --find-links .cache/wheels -d .cache/wheels "torch==$(TORCH_VERSION)" \
 	  && touch .cache/wheels/.torch-$(TORCH_VERSION)-deps-py3.11; }
+	@test -f .cache/wheels/.ray-train-$(RAY_VERSION)-py3.11 || { \
+	  echo "downloading Ray Train's dependencies (the checkpoint store's) for Python 3.11 into .cache/wheels"; \
+	  pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_$$(uname -m) \
+	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
+	    --platform manylinux_2_5_$$(uname -m) --platform manylinux1_$$(uname -m) \
+	    --find-links .cache/wheels -d .cache/wheels "ray[train]==$(RAY_VERSION)" \
+	  && touch .cache/wheels/.ray-train-$(RAY_VERSION)-py3.11; }
 	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl >/dev/null 2>&1 || \
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_18_$$(uname -m) -d .cache/wheels "nvidia-nccl-cu13==$(NCCL_VERSION)"

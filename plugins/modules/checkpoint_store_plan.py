@@ -24,7 +24,9 @@ description:
     and O(checkpoint_store_install_train) true or false (the words Ansible's C(bool) filter takes);
     O(checkpoint_store_access_key_id) and the variable C(checkpoint_store_secret_access_key) strings without blanks,
     both set or both empty (the secret is never shown); O(checkpoint_store_find_links) empty, an absolute path or an
-    C(http), C(https) or C(file) URL, without blanks; O(checkpoint_store_venv_dir) an absolute path without blanks;
+    C(http), C(https) or C(file) URL, without blanks; O(checkpoint_store_no_index) true or false, and true only with
+    O(checkpoint_store_find_links) set where Ray Train's dependencies are installed (a backend and
+    O(checkpoint_store_install_train)); O(checkpoint_store_venv_dir) an absolute path without blanks;
     O(ray_service_user) and O(ray_service_group) names."
   - "With backend C(s3): O(checkpoint_store_bucket) follows S3's bucket naming rules - 3-63 lowercase letters, digits,
     dots and hyphens, a letter or digit at each end, no C(..), C(.-) or C(-.), not an IP address, none of the
@@ -85,6 +87,12 @@ options:
   checkpoint_store_find_links:
     description: A wheel directory on the nodes (or a URL) searched first; may be empty.
     type: raw
+  checkpoint_store_no_index:
+    description:
+      - Install Ray Train's dependencies from O(checkpoint_store_find_links) alone (C(--no-index)); needs
+        O(checkpoint_store_find_links) with a backend and O(checkpoint_store_install_train).
+    type: raw
+    default: false
   checkpoint_store_venv_dir:
     description: The Ray venv.
     type: raw
@@ -181,6 +189,13 @@ versioning:
   description: O(checkpoint_store_versioning) as a boolean.
   returned: success
   type: bool
+pip_args:
+  description:
+    - pip's arguments for Ray Train's dependencies - C(--no-index) with O(checkpoint_store_no_index), and
+      C(--find-links) with O(checkpoint_store_find_links); empty for neither.
+  returned: success
+  type: str
+  sample: --no-index --find-links /opt/rayfleet-wheels
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

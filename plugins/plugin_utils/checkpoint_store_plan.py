@@ -48,7 +48,8 @@ BOOLEAN_VARS = ("checkpoint_store_create_bucket", "checkpoint_store_versioning",
 CHECKPOINT_STORE_VARS = ("checkpoint_store_backend", "checkpoint_store_path", "checkpoint_store_bucket",
                          "checkpoint_store_prefix", "checkpoint_store_endpoint_url", "checkpoint_store_region",
                          *BOOLEAN_VARS, "checkpoint_store_access_key_id", "checkpoint_store_secret_access_key",
-                         "checkpoint_store_find_links", "checkpoint_store_venv_dir", "ray_cluster_name",
+                         "checkpoint_store_find_links", "checkpoint_store_no_index", "checkpoint_store_venv_dir",
+                         "ray_cluster_name",
                          "ray_service_user", "ray_service_group", "shared_storage_mounts")
 PATH_EXPECTED = (
     "an absolute, normalized path (no trailing /, no . or .. parts, no line breaks) of a directory on a filesystem "
@@ -146,6 +147,14 @@ def _check_settings(v, bad, problem):
     if links not in ("", None) and not (_abs_path(links) or is_url(links)):
         bad("checkpoint_store_find_links", "empty, an absolute path on the nodes or an http://, https:// or file:// "
             "URL, without blanks")
+    no_index = boolean(v.get("checkpoint_store_no_index", False))
+    if no_index is None:
+        bad("checkpoint_store_no_index", "true or false")
+    elif (no_index and links in ("", None)
+          and v.get("checkpoint_store_backend") != "none" and boolean(v.get("checkpoint_store_install_train"))):
+        problem("checkpoint_store_no_index is true and checkpoint_store_find_links is empty; expected a wheel "
+                "directory in checkpoint_store_find_links that holds ray[train] at the installed Ray's version and "
+                "its dependencies (pip asks no index).")
     if not _abs_path(v.get("checkpoint_store_venv_dir")):
         bad("checkpoint_store_venv_dir", "an absolute path without blanks (the Ray venv)")
     for var in ("ray_service_user", "ray_service_group"):
@@ -210,4 +219,12 @@ def checkpoint_store_plan(host, v, heads=()):
         "marker": marker(v.get("ray_cluster_name"), head, path) if backend == "shared" else None,
         "create_bucket": boolean(v["checkpoint_store_create_bucket"]),
         "versioning": boolean(v["checkpoint_store_versioning"]),
+        "pip_args": pip_args(v),
     }
+
+
+def pip_args(v):
+    """pip's arguments for Ray Train's dependencies: --no-index and --find-links where set ("" for none)."""
+    links = v.get("checkpoint_store_find_links")
+    return " ".join((["--no-index"] if boolean(v.get("checkpoint_store_no_index", False)) else [])
+                    + (["--find-links " + links] if links else []))

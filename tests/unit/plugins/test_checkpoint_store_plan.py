@@ -84,7 +84,7 @@ def test_defaults_are_rendered_and_pass():
     assert DEFAULTS["checkpoint_store_find_links"] == ""
     assert plan() == {"backend": "none", "uri": "", "endpoint": "", "scheme": "https", "user": "rayfleet",
                       "group": "rayfleet", "head": "head1", "marker_path": None, "marker": None,
-                      "create_bucket": True, "versioning": True}
+                      "create_bucket": True, "versioning": True, "pip_args": ""}
 
 
 def test_s3_on_aws():
@@ -278,3 +278,21 @@ def test_the_secret_key_is_no_task_argument_and_the_action_reads_it_from_the_hos
     assert SECRET not in str(failure.value.problems)
     plan = action.plan("w1", {**args, "checkpoint_store_access_key_id": "AKIAEXAMPLE"}, task_vars, {})
     assert SECRET not in str(plan)
+
+
+def test_ray_trains_dependencies_from_a_wheel_directory_alone():
+    """checkpoint_store_no_index (default pytorch_no_index): pip asks no index, so it needs the wheel directory."""
+    links = {"checkpoint_store_find_links": "/opt/rayfleet-wheels"}
+    assert plan(**S3, **links)["pip_args"] == "--find-links /opt/rayfleet-wheels"
+    assert plan(**S3, **links, checkpoint_store_no_index="yes")["pip_args"] == (
+        "--no-index --find-links /opt/rayfleet-wheels")
+    assert one_problem(**S3, checkpoint_store_no_index=True) == (
+        "checkpoint_store on node1: checkpoint_store_no_index is true and checkpoint_store_find_links is empty; "
+        "expected a wheel directory in checkpoint_store_find_links that holds ray[train] at the installed Ray's "
+        "version and its dependencies (pip asks no index).")
+    assert "checkpoint_store_no_index is \"often\"; expected true or false" in one_problem(
+        checkpoint_store_no_index="often")
+    # nothing is installed without a backend, or with checkpoint_store_install_train false: no directory needed
+    assert plan(checkpoint_store_no_index=True)["pip_args"] == "--no-index"
+    assert plan(**S3, checkpoint_store_no_index=True, checkpoint_store_install_train=False)["backend"] == "s3"
+    assert RAW_DEFAULTS["checkpoint_store_no_index"] == "{{ pytorch_no_index | default(false) }}"
