@@ -68,13 +68,15 @@ RAY_VERSION := $(shell sed -n 's/^ray_version: "\(.*\)"/\1/p' roles/ray/defaults
 RAY_EXTRAS := $(shell sed -n 's/^ray_pip_extras: \[\(.*\)\]/\1/p' roles/ray/defaults/main.yml | tr -d ' ')
 NVML_PACKAGE := $(shell sed -n 's/^ray_nvml_package: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
 HOST_PYTHONS := 3.11 3.12
+# and Ray Train's dependencies (the checkpoint store's, ray[train] at that version) for Python 3.11, installed from the
+# wheelhouse alone too (checkpoint_store_no_index, default pytorch_no_index).
+# The manylinux platforms whose wheels run on the hosts
+MANYLINUX := $(foreach tag,manylinux_2_28 manylinux_2_17 manylinux2014 manylinux_2_5 manylinux1,--platform $(tag)_$(shell uname -m))
 wheels: venv
 	@for py in $(HOST_PYTHONS); do \
 	  done=.cache/wheels/.ray-$(RAY_VERSION)-$(RAY_EXTRAS)-py$$py; test -f $$done && continue; \
 	  echo "downloading Ray $(RAY_VERSION) and its dependencies for Python $$py into .cache/wheels"; \
-	  pip download -q --only-binary=:all: --python-version $$py --platform manylinux_2_28_$$(uname -m) \
-	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
-	    --platform manylinux_2_5_$$(uname -m) --platform manylinux1_$$(uname -m) -d .cache/wheels \
+	  pip download -q --only-binary=:all: --python-version $$py $(MANYLINUX) -d .cache/wheels \
 	    "ray[$(RAY_EXTRAS)]==$(RAY_VERSION)" "$(NVML_PACKAGE)" && touch $$done || exit 1; done
 	@ls .cache/wheels/torch-$(TORCH_VERSION)[-+]*.whl >/dev/null 2>&1 || \
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
@@ -88,9 +90,7 @@ wheels: venv
 	  && touch .cache/wheels/.torch-$(TORCH_VERSION)-deps-py3.11; }
 	@test -f .cache/wheels/.ray-train-$(RAY_VERSION)-py3.11 || { \
 	  echo "downloading Ray Train's dependencies (the checkpoint store's) for Python 3.11 into .cache/wheels"; \
-	  pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_$$(uname -m) \
-	    --platform manylinux_2_17_$$(uname -m) --platform manylinux2014_$$(uname -m) \
-	    --platform manylinux_2_5_$$(uname -m) --platform manylinux1_$$(uname -m) \
+	  pip download -q --only-binary=:all: --python-version 3.11 $(MANYLINUX) \
 	    --find-links .cache/wheels -d .cache/wheels "ray[train]==$(RAY_VERSION)" \
 	  && touch .cache/wheels/.ray-train-$(RAY_VERSION)-py3.11; }
 	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl >/dev/null 2>&1 || \
