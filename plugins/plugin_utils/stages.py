@@ -253,9 +253,19 @@ _STAGE_FILES = {}
 
 def _stage_files(root, item, code):
     """The texts of the collection's files that decide what stage `item` applies: the playbooks that gate it, its
-    roles and every role those include (rayfleet.cluster.<role>), and the action plugins they call (an action reads
-    its settings from the task's arguments, named in the roles, or from the host's plan). Read once per code
-    digest."""
+    roles and every role those include (rayfleet.cluster.<role>), the action plugins they call (an action reads its
+    settings from the task's arguments, named in the roles, or from the host's plan), and the cluster plan's tasks
+    where the stage includes those alone. Read once per code digest."""
+    return _stage_files_and_plan(root, item, code)[0]
+
+
+def _stage_own_files(root, item, code):
+    """_stage_files without those read only for the cluster plan: the files whose names are the stage's inputs."""
+    texts, plan_paths = _stage_files_and_plan(root, item, code)
+    return {path: text for path, text in texts.items() if path not in plan_paths}
+
+
+def _stage_files_and_plan(root, item, code):
     key = (root, code, item.name)
     if key not in _STAGE_FILES:
         _STAGE_FILES[key] = _read_stage_files(root, item)
@@ -263,6 +273,9 @@ def _stage_files(root, item, code):
 
 
 def _read_stage_files(root, item):
+    """{path: text} of the files that decide what stage `item` applies, and the paths among them read only for the
+    cluster plan: a stage that includes the ray role's plan tasks alone (tasks_from: plan) reads the plan's result,
+    which the drift check's play computes before any stage, not the ray role's variables."""
     texts = {}
     called = set()  # the names of the collection's plugins and roles the texts read so far name
 
@@ -270,7 +283,10 @@ def _read_stage_files(root, item):
         if path not in texts:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 texts[path] = handle.read()
-            called.update(_PLUGIN_CALL.findall(texts[path]))
+            text = texts[path]
+            mentions = _PLUGIN_CALL.findall(text)
+            plan_only = [name for name in _PLAN_INCLUDE.findall(text) if name == CLUSTER_PLAN_ROLE]
+            called.update(name for name in set(mentions) if mentions.count(name) > plan_only.count(name))
 
     gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
     for path in _site_playbooks(root):
@@ -293,10 +309,34 @@ def _read_stage_files(root, item):
         path = os.path.join(root, "plugins", "action", "%s.py" % name)
         if os.path.isfile(path):
             read(path)
-    return texts
+    # the cluster plan's own code, where the stage includes it alone: part of the stage's code, not of what it reads
+    plan_paths = set()
+    if CLUSTER_PLAN_ROLE not in roles and any(CLUSTER_PLAN_ROLE in _PLAN_INCLUDE.findall(t) for t in texts.values()):
+        plan_task = os.path.join(root, "roles", CLUSTER_PLAN_ROLE, "tasks", "plan.yml")
+        with open(plan_task, encoding="utf-8") as handle:
+            plan_text = handle.read()
+        plan_paths.add(plan_task)
+        texts[plan_task] = plan_text
+        for name in sorted(set(_PLUGIN_CALL.findall(plan_text)) - STAGE_MACHINERY):
+            path = os.path.join(root, "plugins", "action", "%s.py" % name)
+            if os.path.isfile(path) and path not in texts:
+                with open(path, encoding="utf-8") as handle:
+                    texts[path] = handle.read()
+                plan_paths.add(path)
+    return texts, frozenset(plan_paths)
 
 
 _PLUGIN_CALL = re.compile(r"\brayfleet\.cluster\.(\w+)")
+# The cluster plan: the ray role's plan tasks register it, and the drift check's play computes it for every member
+# before it compares the hosts with their records, so what a stage reads of it is one of the stage's inputs
+CLUSTER_PLAN_ROLE = "ray"
+CLUSTER_PLAN = "__ray_plan_result"
+# an include of a role's plan tasks alone
+_PLAN_INCLUDE = re.compile(r"\bname:\s*rayfleet\.cluster\.(\w+)\s*\n\s*tasks_from:\s*plan\s*$", re.M)
+# a read of the cluster plan: one of its host's or cluster's keys, a test whether there is one (no read), or the
+# whole of it
+_PLAN_READ = re.compile(r"(?<![\w.])%s(?:\.(host|cluster)\.(\w+)|(\s+is\s+(?:not\s+)?defined\b))?"
+                        % re.escape(CLUSTER_PLAN))
 # the plugins every stage play calls to decide whether it runs and to record what it did: they read no setting
 STAGE_MACHINERY = frozenset({"stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy"})
 # what the machinery's own code is, besides those plugins: it decides whether a stage runs and what its record says,
@@ -362,12 +402,15 @@ _STAGE_READS = {}
 
 
 def stage_reads(root, code):
-    """{stage: (prefixes, names)}: the variables each stage reads - every variable with the prefix of one of its
-    roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), the whole prefix
-    of a role whose plan it reads (__ray_plan_result: every ray_ setting), and each other collection variable its
-    files name, rayfleet_ ones included (an inventory's per-host rayfleet_instance_id is an input only of the stages
-    that name it). Computed from the collection's code (cached per code digest), so a new variable in a role is an
-    input of the stages that use it without a list to keep."""
+    """{stage: (prefixes, names, plan keys)}: the variables each stage reads - every variable with the prefix of one
+    of its roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), the whole
+    prefix of a role whose plan it reads (computed in its validate stage from that role's variables), and each other
+    collection variable its files name, rayfleet_ ones included (an inventory's per-host rayfleet_instance_id is an
+    input only of the stages that name it) - and what it reads of the cluster plan (plan_inputs): its keys named
+    ('host.extra_ports', 'cluster.sources'), or '*' for all of it. A stage that reads the cluster plan reads the plan
+    the drift check's play computed, not the Ray settings it came from: a Ray setting that changes no key a stage
+    reads does not run it. Computed from the collection's code (cached per code digest), so a new variable in a role
+    is an input of the stages that use it without a list to keep."""
     key = (root, code)
     if key not in _STAGE_READS:
         roles = sorted(os.listdir(os.path.join(root, "roles")))
@@ -375,12 +418,43 @@ def stage_reads(root, code):
         plans = re.compile(r"(?<!\w)__(%s)_plan" % "|".join(map(re.escape, roles)))
         reads = {}
         for item in STAGES:
-            text = "\n".join(_stage_files(root, item, code).values())
+            text = "\n".join(_stage_own_files(root, item, code).values())
             prefixes = {"%s_" % role for role in item.roles}
-            prefixes |= {"%s_" % role for role in plans.findall(text)}
-            reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)))
+            prefixes |= {"%s_" % role for role in plans.findall(_PLAN_READ.sub("", text))}
+            plan_keys = set()
+            if CLUSTER_PLAN_ROLE not in item.roles:  # the ray stage reads every setting the plan comes from
+                for section, name, tested in _PLAN_READ.findall(text):
+                    if section:
+                        plan_keys.add("%s.%s" % (section, name))
+                    elif not tested:
+                        plan_keys.add("*")
+            reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)),
+                                frozenset({"*"} if "*" in plan_keys else plan_keys))
         _STAGE_READS[key] = reads
     return _STAGE_READS[key]
+
+
+def plan_inputs(plan, keys, own=True):
+    """What a stage reads of the host's cluster plan (the ray role's plan result: {"host": ..., "cluster": ...}):
+    keys from stage_reads ('host.<key>', 'cluster.<key>', or '*': both sections whole). The cluster's keys a run
+    only reads (the hosts it goes on without) are none of it; own=False (a host outside the cluster, which reads the
+    head's plan) has no host section. None when the stage reads none of it."""
+    if not keys:
+        return None
+    plan = plan if isinstance(plan, Mapping) else {}
+    cluster = plan.get("cluster") if isinstance(plan.get("cluster"), Mapping) else {}
+    sections = {
+        "host": plan.get("host") if own else None,
+        "cluster": {key: value for key, value in cluster.items() if key not in RUN_ONLY_PLAN_KEYS},
+    }
+    if "*" in keys:
+        return sections
+    out = {}
+    for key in sorted(keys):
+        section, name = key.split(".", 1)
+        value = sections[section]
+        out[key] = value.get(name) if isinstance(value, Mapping) and name not in RUN_ONLY_PLAN_KEYS else None
+    return out
 
 
 # What in a stage's files reads the host's addresses: the address facts, the node's IP, the cluster plan (its node IP
@@ -404,8 +478,8 @@ def address_stages(root, code):
 
 
 def stage_vars(host_vars, reads):
-    """The host's variables one stage reads ((prefixes, names) of stage_reads)."""
-    prefixes, names = reads
+    """The host's variables one stage reads ((prefixes, names, plan keys) of stage_reads)."""
+    prefixes, names = reads[:2]
     return {key: value for key, value in host_vars.items() if key.startswith(prefixes) or key in names}
 
 
@@ -439,22 +513,27 @@ def host_inputs(hostvars, host, groups, only=None):
     facts = plain(mine.get("ansible_facts") or {})
     # the cluster as this run planned it: a member's own plan (a run limited to some hosts plans those), else the
     # head's (an NFS server or submit host outside the cluster)
-    plan = mine.get("__ray_plan_result")
+    plan = mine.get(CLUSTER_PLAN)
+    own = isinstance(plan, Mapping)
     heads = groups.get("ray_head") or []
-    if not isinstance(plan, Mapping) and heads:
-        plan = hostvars[heads[0]].get("__ray_plan_result")
-    cluster = plain(plan.get("cluster")) if isinstance(plan, Mapping) else None
+    if not own and heads:
+        plan = hostvars[heads[0]].get(CLUSTER_PLAN)
+    if isinstance(plan, Mapping):
+        plan = {"host": plain(plan.get("host")), "cluster": plain(plan.get("cluster"))}
+    cluster = plan["cluster"] if isinstance(plan, Mapping) else None
     these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
     code, reads, addresses = collection_code(root)
     return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, reads=reads,
-                          addresses=addresses)
+                          addresses=addresses, plan=plan, own_plan=own)
 
 
-def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None):
+def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None, plan=None,
+                   own_plan=True):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
     for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
-    (the default addresses only for the stages in addresses, from address_stages; None: every stage), and for the
-    stages that read them, the cluster's members."""
+    (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
+    stages that read them, the cluster's members, and what the stage reads of the host's cluster plan (plan, the
+    host's own unless own_plan is false; plan_inputs)."""
     facts = input_facts(facts or {})
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
@@ -465,6 +544,9 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
                   "vars": mine}
         if item.cluster_inputs:
             inputs["cluster"] = cluster
+        planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
+        if planned is not None:
+            inputs["plan"] = planned
         out[item.name] = digest(inputs)
     return out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import cluster_members
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import cluster_members, host_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     FILE_ACTIONS,
     PACKAGE_ACTIONS,
@@ -494,33 +494,61 @@ class _HostVars(dict):
         return self[host]
 
 
+RAY_DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
+
+
+def _plan(host, role, ip, variables, hostvars_of):
+    """The cluster plan of host as the drift check's play registers it (the ray role's defaults, rendered as an
+    inventory without a named cluster would; these variables over them)."""
+    settings = {**RAY_DEFAULTS, "ray_node_role": role, "ray_node_ip": ip, "ray_temp_dir": "/tmp/ray",
+                "ray_cluster_name": "", "ray_head_address": "10.0.0.1",
+                "ray_auth_token_path": "/srv/rayfleet/credentials/ray_auth_token",
+                "ray_dashboard_prometheus_url": "", "ray_dashboard_grafana_url": "",
+                "ray_dashboard_grafana_iframe_url": "", "ray_container_image": "", **variables}
+    groups = ["ray_head"] if role == "head" else ["ray_worker", "gpu"]
+    return {"changed": False, "host": host_plan(host, settings, groups),
+            "cluster": cluster_members(["h"], ["w"], hostvars_of)}
+
+
 def _inputs(**variables):
-    """host_inputs of a worker in group gpu with these variables, on the collection as it is."""
-    worker = {"group_names": ["ray_worker", "gpu"], **variables}
-    hostvars = _HostVars(h={"group_names": ["ray_head"]}, w=worker)
+    """host_inputs of a worker in group gpu with these variables, its cluster plan computed from them, on the
+    collection as it is."""
+    ray = {key: value for key, value in variables.items() if key.startswith("ray_")}
+    ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
+
+    def hostvars_of(name):
+        return {"ray_node_ip": ips[name], "ray_node_instances": ray.get("ray_node_instances") if name == "w" else None,
+                "ansible_facts": {}}
+
+    worker = {"group_names": ["ray_worker", "gpu"], **variables,
+              "__ray_plan_result": _plan("w", "worker", ips["w"], ray, hostvars_of)}
+    hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": _plan("h", "head", ips["h"], {},
+                                                                                    hostvars_of)}, w=worker)
     return stages.host_inputs(hostvars, "w", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
 
 
 @pytest.mark.parametrize(
     ("variable", "value", "runs"),
     [
-        # a Ray setting: the ray stage, and the stages that read the cluster plan (every ray_ setting); not the base,
-        # GPU or ML stages, which name no such variable
-        ("ray_preemption_watch", True,
-         {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "monitoring"}),
+        # a Ray setting the cluster plan does not turn into anything another stage reads: the ray stage alone
+        ("ray_preemption_watch", True, {"ray"}),
+        ("ray_object_store_memory", 10**9, {"ray"}),
+        ("ray_num_cpus", 3, {"ray"}),
+        ("ray_version", "2.61.0", {"ray"}),
+        # a port: the firewall names it, and it changes the ports of the host's nodes in the plan, which Prometheus's
+        # targets read (and the storage stages, which read the whole plan through the NFS server's plan)
+        ("ray_gcs_port", 6390, {"ray", "firewall", "monitoring", "shared_storage", "checkpoint_store"}),
         # a Ray setting the ML libraries name (they install into Ray's venv)
-        ("ray_venv_dir", "/opt/ray", {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
-                                      "monitoring", "ml", "gpu", "nccl"}),
-        ("ray_limit_nofile", 4096, {"common", "ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
-                                    "monitoring"}),
+        ("ray_venv_dir", "/opt/ray", {"ray", "ml", "gpu", "nccl", "monitoring", "shared_storage",
+                                      "checkpoint_store"}),
+        ("ray_limit_nofile", 4096, {"common", "ray"}),
         ("pytorch_version", "2.12.0", {"ml"}),
         ("common_user", "ops", {"common", "gpu", "nccl", "ssh_trust", "shared_storage", "checkpoint_store"}),
         ("monitoring_node_exporter_port", 9200, {"monitoring", "firewall"}),  # its port is opened
         # an inventory's own rayfleet_ variable (rayfleet_instance_id, rayfleet_availability_zone): an input of the
         # stages that name it only, so a node booted from an image keeps the image's record of the base stage
         ("rayfleet_instance_id", "i-0abc", set()),
-        ("rayfleet_spot", True, {"ray", "firewall", "ssh_trust", "shared_storage", "checkpoint_store",
-                                 "monitoring"}),
+        ("rayfleet_spot", True, {"ray"}),
         ("rayfleet_full", True, set()),  # how to run, not what to converge to
     ],
 )
@@ -536,13 +564,60 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
         prefixes = reads[stage.name][0]
         assert {f"{role}_" for role in stage.roles} <= set(prefixes), stage.name
         assert "rayfleet_" not in prefixes, stage.name
-    # the cluster plan builds ray_<name>_port: a stage that reads the plan reads every ray_ setting
-    assert "ray_" in reads["firewall"][0] and "ray_" in reads["monitoring"][0]
+    # a stage that reads the cluster plan reads the keys it names of it (the plan, not every ray_ setting)
+    assert "ray_" not in reads["firewall"][0] and "ray_" not in reads["monitoring"][0]
+    assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= reads["firewall"][2]
+    assert {"host.node_ip", "cluster.members"} <= reads["monitoring"][2]
+    # the ray stage reads every setting the plan comes from; a stage that names the plan whole reads all of it
+    assert "ray_" in reads["ray"][0] and not reads["ray"][2]
+    assert reads["nfs_server"][2] == {"*"}
     assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
     assert "ray_venv_dir" in reads["ml"][1] and "ray_preemption_watch" not in reads["ml"][1]
     # an inventory's per-host rayfleet_ variables are inputs only of the stages that name them
     assert "rayfleet_spot" in reads["ray"][1] and "rayfleet_spot" not in reads["common"][1]
     assert "rayfleet_instance_id" not in reads["common"][1]
+
+
+def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
+    plan = {"host": {"extra_ports": [], "any_role_units": ["ray-head.service", "ray-worker.service"],
+                     "instances": [{"temp_dir": "/tmp/ray"}]},
+            "cluster": {"sources": ["10.0.0.1", "10.0.0.2"], "members": ["h", "w"], "left_out": [],
+                        "awaited_nodes": {"10.0.0.2": "w"}}}
+    keys = frozenset({"host.extra_ports", "cluster.sources"})
+    one = stages.plan_inputs(plan, keys)
+    assert one == {"host.extra_ports": [], "cluster.sources": ["10.0.0.1", "10.0.0.2"]}
+    assert stages.plan_inputs({**plan, "host": {**plan["host"], "instances": []}}, keys) == one
+    assert stages.plan_inputs({**plan, "host": {**plan["host"], "extra_ports": [6390]}}, keys) != one
+    # the hosts a run goes on without, and the nodes it waits for, are the run's, not the cluster's configuration
+    down = {**plan, "cluster": {**plan["cluster"], "left_out": ["w"], "awaited_nodes": {}}}
+    assert stages.plan_inputs(down, {"*"}) == stages.plan_inputs(plan, {"*"})
+    assert stages.plan_inputs(down, {"cluster.left_out"}) == {"cluster.left_out": None}
+    # a host outside the cluster reads the head's plan: its cluster, not the head's own nodes
+    assert stages.plan_inputs(plan, {"*"}, own=False) == {"host": None, "cluster": {
+        "sources": ["10.0.0.1", "10.0.0.2"], "members": ["h", "w"]}}
+    assert stages.plan_inputs(plan, frozenset()) is None
+    assert stages.plan_inputs(None, keys) == {"host.extra_ports": None, "cluster.sources": None}
+
+
+def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
+    """A key named (host.<key>, cluster.<key>) is read; a test whether there is a plan is no read; any other use of
+    the plan reads all of it."""
+    root = str(collection_copy)
+    path = collection_copy / "roles/firewall/templates/firewall.nft.j2"
+    original = path.read_bytes()
+
+    def firewall_reads(text):
+        path.write_bytes(original + text.encode())
+        return stages.stage_reads(root, stages.code_digest(root))["firewall"][2]
+
+    try:
+        before = firewall_reads("")
+        assert "host.config_paths" not in before and "*" not in before
+        assert firewall_reads("{# {{ __ray_plan_result.host.config_paths }} #}\n") == before | {"host.config_paths"}
+        assert firewall_reads("{% if __ray_plan_result is not defined %}{% endif %}\n") == before
+        assert firewall_reads("{{ __ray_plan_result | to_json }}\n") == {"*"}
+    finally:
+        path.write_bytes(original)
 
 
 def test_no_role_or_playbook_reads_a_variable_by_a_name_it_builds():
@@ -768,9 +843,13 @@ def collection_copy(tmp_path_factory):
         ("roles/pytorch/defaults/main.yml", {"ml"}),
         ("roles/monitoring/tasks/main.yml", {"monitoring"}),
         ("roles/common/tasks/main.yml", {"common"}),
-        # the cluster plan is the ray role's: every stage that reads it
-        ("roles/ray/defaults/main.yml",
+        # the cluster plan's code is the code of every stage that reads it; the ray role's defaults are the ray
+        # stage's (the plan they give is an input of the stages that read it: a new default port that changes it
+        # runs those too)
+        ("roles/ray/tasks/plan.yml",
          {"firewall", "ssh_trust", "nfs_server", "shared_storage", "checkpoint_store", "ray", "monitoring"}),
+        ("roles/ray/defaults/main.yml", {"ray"}),
+        ("roles/ray/templates/ray-node.service.j2", {"ray"}),
         # the drift check, the gates and the records apply nothing
         ("plugins/plugin_utils/stages.py", set()),
         ("plugins/module_utils/stage_state.py", set()),
