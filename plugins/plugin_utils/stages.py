@@ -279,11 +279,12 @@ def _read_stage_files(root, item):
     texts = {}
     called = set()  # the names of the collection's plugins and roles the texts read so far name
 
-    def read(path):
+    def read(path, text=None):
         if path not in texts:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                texts[path] = handle.read()
-            text = texts[path]
+            if text is None:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+            texts[path] = text
             mentions = _PLUGIN_CALL.findall(text)
             plan_only = [name for name in _PLAN_INCLUDE.findall(text) if name == CLUSTER_PLAN_ROLE]
             called.update(name for name in set(mentions) if mentions.count(name) > plan_only.count(name))
@@ -291,8 +292,13 @@ def _read_stage_files(root, item):
     gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
     for path in _site_playbooks(root):
         with open(path) as handle:
-            if gate.search(handle.read()):
-                read(path)
+            text = handle.read()
+        if gate.search(text):
+            # of a playbook that holds several stages, the plays of this one and those of none (their facts, the
+            # plan); the whole file is the stage's code either way
+            head, *plays = _PLAY_START.split(text)
+            read(path, "".join([head, *("- " + play for play in plays
+                                        if gate.search(play) or not _ANY_GATE.search(play))]))
     roles, todo = set(), list(item.roles)
     while todo:
         role = todo.pop()
@@ -331,6 +337,9 @@ _PLUGIN_CALL = re.compile(r"\brayfleet\.cluster\.(\w+)")
 # before it compares the hosts with their records, so what a stage reads of it is one of the stage's inputs
 CLUSTER_PLAN_ROLE = "ray"
 CLUSTER_PLAN = "__ray_plan_result"
+# a play of a playbook, and a play gated by some stage
+_PLAY_START = re.compile(r"^- ", re.M)
+_ANY_GATE = re.compile(r"stage_gate:\s*\n\s*stage:")
 # an include of a role's plan tasks alone
 _PLAN_INCLUDE = re.compile(r"\bname:\s*rayfleet\.cluster\.(\w+)\s*\n\s*tasks_from:\s*plan\s*$", re.M)
 # a read of the cluster plan: one of its host's or cluster's keys, a test whether there is one (no read), or the

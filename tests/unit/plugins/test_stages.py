@@ -536,14 +536,16 @@ def _inputs(**variables):
         ("ray_num_cpus", 3, {"ray"}),
         ("ray_version", "2.61.0", {"ray"}),
         # a port: the firewall names it, and it changes the ports of the host's nodes in the plan, which Prometheus's
-        # targets read (and the storage stages, which read the whole plan through the NFS server's plan)
-        ("ray_gcs_port", 6390, {"ray", "firewall", "monitoring", "shared_storage", "checkpoint_store"}),
+        # targets read
+        ("ray_gcs_port", 6390, {"ray", "firewall", "monitoring"}),
         # a Ray setting the ML libraries name (they install into Ray's venv)
-        ("ray_venv_dir", "/opt/ray", {"ray", "ml", "gpu", "nccl", "monitoring", "shared_storage",
-                                      "checkpoint_store"}),
+        ("ray_venv_dir", "/opt/ray", {"ray", "ml", "nccl", "monitoring", "checkpoint_store"}),
         ("ray_limit_nofile", 4096, {"common", "ray"}),
         ("pytorch_version", "2.12.0", {"ml"}),
-        ("common_user", "ops", {"common", "gpu", "nccl", "ssh_trust", "shared_storage", "checkpoint_store"}),
+        # of a playbook that holds several stages (storage.yml, gpu.yml), each stage reads its own plays
+        ("common_user", "ops", {"common", "gpu", "ssh_trust", "shared_storage"}),
+        ("checkpoint_store_backend", "s3", {"checkpoint_store", "ray", "ml"}),
+        ("nfs_server_port", 2050, {"firewall"}),
         ("monitoring_node_exporter_port", 9200, {"monitoring", "firewall"}),  # its port is opened
         # an inventory's own rayfleet_ variable (rayfleet_instance_id, rayfleet_availability_zone): an input of the
         # stages that name it only, so a node booted from an image keeps the image's record of the base stage
