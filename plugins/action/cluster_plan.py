@@ -9,6 +9,7 @@ import os
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     HEALTH_VARS,
+    MEMBER_MONITORING_VARS,
     PORT_VARS,
     SETTING_DEFAULTS,
     SETTING_VARS,
@@ -38,12 +39,16 @@ class ActionModule(PlanAction):
                          is_dir=os.path.isdir)
 
         def hostvars_of(name):
+            hv = hostvars.get(name, {})
+            # every member's exporter settings as its inventory sets them (no role's defaults), this host's too
+            monitoring = {key: hv.get(key) for key in MEMBER_MONITORING_VARS}
             if name == host:  # this host's own values as the role sees them (with the role's defaults)
                 return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
                         "ansible_host": task_vars.get("ansible_host"),
-                        "ansible_facts": task_vars.get("ansible_facts") or {}}
-            hv = hostvars.get(name, {})
-            return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_facts")}
+                        "ansible_facts": task_vars.get("ansible_facts") or {}, **monitoring}
+            theirs = {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_host",
+                                                    "ansible_facts")}
+            return {**theirs, **monitoring}
 
         cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or ())

@@ -9,7 +9,8 @@ import contextlib
 import os
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.monitoring_plan import monitoring_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import MEMBER_MONITORING_VARS
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.monitoring_plan import monitoring_plan, scrape_targets
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
 # The host's variables the plan reads (passed as the task's arguments, rendered in the host's context)
@@ -22,7 +23,8 @@ MONITORING_VARS = ("monitoring_host", "monitoring_prometheus_listen", "monitorin
 
 
 class ActionModule(PlanAction):
-    _VALID_ARGS = frozenset((*MONITORING_VARS, "os_family"))
+    _VALID_ARGS = frozenset((*MONITORING_VARS, "os_family", "monitoring_node_exporter", "monitoring_dcgm_exporter",
+                             "cluster", "gpu_hosts"))
 
     def plan(self, host, args, task_vars, result):
         settings = {name: args.get(name) for name in MONITORING_VARS}
@@ -30,5 +32,12 @@ class ActionModule(PlanAction):
             settings["monitoring_grafana"] = boolean(settings["monitoring_grafana"])
         inventory_hosts = task_vars.get("groups", {}).get("all", [])
         # the counters file is read on the controller (the role copies it from there)
-        return monitoring_plan(host, settings, inventory_hosts, os_family=args.get("os_family"),
+        plan = monitoring_plan(host, settings, inventory_hosts, os_family=args.get("os_family"),
                                is_file=os.path.isfile)
+        plan["scrape_targets"] = None
+        if plan["is_monitoring_host"] and args.get("cluster") is not None:
+            # what a member's inventory leaves unset is this host's (the task's arguments: the role's defaults)
+            own = {"monitoring_enabled": True, **{name: args.get(name) for name in MEMBER_MONITORING_VARS
+                                                  if args.get(name) is not None}}
+            plan["scrape_targets"] = scrape_targets(args["cluster"], args.get("gpu_hosts") or [], own)
+        return plan

@@ -374,6 +374,14 @@ cluster:
         hold none). SSH trust writes it; a changed host key is an input of the stages that read the cluster.
       type: dict
       returned: success
+    monitoring:
+      description: Inventory name -> the exporter settings its inventory sets (C(monitoring_enabled),
+        C(monitoring_node_exporter), C(monitoring_node_exporter_port), C(monitoring_dcgm_exporter),
+        C(monitoring_dcgm_exporter_port); those unset are left out). The monitoring host scrapes each member by
+        them, so a member's new port is an input of the monitoring stage there.
+      type: dict
+      returned: success
+      sample: {head: {}, gpu1: {monitoring_dcgm_exporter_port: 9500}}
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

@@ -29,6 +29,10 @@ description:
     on the others (dnf) - is 40 or 64 hex digits once spaces are removed and letters upper-cased.
   - Every problem found fails the task at once, each naming the host, the variable, the bad value and what was
     expected, before anything changes on any host.
+  - On the monitoring host, given O(cluster), the cluster's scrape targets (RV(scrape_targets)) - each member's node
+    exporter where the member runs monitoring and node exporter, and the DCGM exporter of each member of
+    O(gpu_hosts) with it on - at the member's cluster IP and its own port. A member's settings are those its
+    inventory sets (the cluster plan's C(cluster.monitoring)), else this host's; a bad one fails naming the member.
   - The monitoring role runs it in its validate step and registers the result; its tasks and templates print it.
 version_added: "0.1.0"
 author:
@@ -95,6 +99,23 @@ options:
   os_family:
     description: The host's OS family (its C(os_family) fact); C(Debian) picks apt's key, any other dnf's.
     type: str
+  monitoring_node_exporter:
+    description: Whether this host runs node exporter; a member's own setting where its inventory leaves it unset.
+    type: raw
+  monitoring_dcgm_exporter:
+    description: Whether GPU hosts run the DCGM exporter; a member's own setting where its inventory leaves it unset.
+    type: raw
+  cluster:
+    description:
+      - The cluster plan's members (C(members)), their cluster IPs (C(ips)) and the exporter settings each member's
+        inventory sets (C(monitoring), the C(rayfleet.cluster.cluster_plan) result's C(cluster.monitoring)).
+      - Read on the monitoring host only; without it there are no scrape targets.
+    type: dict
+  gpu_hosts:
+    description: The hosts of group C(gpu) (the DCGM exporter's).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
@@ -187,6 +208,20 @@ grafana_key:
       description: The pinned fingerprint normalised - no spaces, upper case.
       type: str
       sample: B53AE77BADB630A683046005963FA27710458545
+scrape_targets:
+  description: The cluster's scrape targets on the monitoring host given O(cluster), else null.
+  returned: success
+  type: dict
+  contains:
+    node:
+      description: Each member's node exporter, C(address:port) (IPv6 in brackets), in the members' order.
+      type: list
+      elements: str
+      sample: ["10.0.0.1:9100", "10.0.0.2:9100"]
+    dcgm:
+      description: The DCGM exporter of each GPU member with it on, by inventory name.
+      type: dict
+      sample: {gpu1: "10.0.0.3:9400"}
 problems:
   description: Every problem found, each naming the host and the variable.
   returned: failure

@@ -705,17 +705,25 @@ def known_host(host, hostvars, addresses):
             "key": str(facts.get("ssh_host_key_ed25519_public") or "")}
 
 
+# A member's exporter settings the monitoring host scrapes it by (where its inventory sets them; else the monitoring
+# role's defaults): its Prometheus targets are the cluster plan's, so a member's new port is an input of the stage
+# that writes them on the monitoring host
+MEMBER_MONITORING_VARS = ("monitoring_enabled", "monitoring_node_exporter", "monitoring_node_exporter_port",
+                          "monitoring_dcgm_exporter", "monitoring_dcgm_exporter_port")
+
+
 def cluster_members(head, workers, hostvars_of, left_out=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
-    ansible_facts).
+    ansible_facts, and MEMBER_MONITORING_VARS where set).
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
     members = list(head) + [w for w in workers if w not in head]
-    ips, expected, awaited, addresses, known_hosts = {}, {}, {}, {}, {}
+    ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
         hv = hostvars_of(host)
+        monitoring[host] = {var: hv[var] for var in MEMBER_MONITORING_VARS if hv.get(var) is not None}
         ips[host] = member_ip(host, hv)
         addresses[host] = member_addresses(ips[host], hv.get("ansible_facts"))
         known_hosts[host] = known_host(host, hv, addresses[host])
@@ -728,6 +736,6 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
     # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
     sources = list(dict.fromkeys([a for a in found if ":" not in a] + [a for a in found if ":" in a]))
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
-            "known_hosts": known_hosts,
+            "known_hosts": known_hosts, "monitoring": monitoring,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

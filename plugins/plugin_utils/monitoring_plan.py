@@ -17,10 +17,10 @@ import ipaddress
 import os
 import re
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, _whole
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, _whole, boolean
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
-__all__ = ["GRAFANA_KEYS", "PlanError", "monitoring_plan", "parse_listen"]
+__all__ = ["GRAFANA_KEYS", "PlanError", "monitoring_plan", "parse_listen", "scrape_targets"]
 
 RETENTION = re.compile(r"^[0-9]+[smhdwy]$")
 SCRAPE_INTERVAL = re.compile(r"^([0-9]+)(ms|s|m|h)$")
@@ -208,3 +208,49 @@ def monitoring_plan(host, v, inventory_hosts, *, os_family=None, is_file=os.path
         "dcgm_exporter_collectors": collectors,
         "grafana_key": key,
     }
+
+
+def _endpoint(ip, port):
+    return "[%s]:%d" % (ip, port) if ":" in ip else "%s:%d" % (ip, port)
+
+
+def scrape_targets(cluster, gpu_hosts, own):
+    """The monitoring host's scrape targets of its cluster, from the cluster plan (cluster: its members, their IPs and
+    the exporter settings their inventories set, cluster.monitoring): each member's node exporter where the member
+    runs monitoring and its node exporter, and the DCGM exporter of each member of group gpu (gpu_hosts) with it on,
+    at the member's cluster IP and its own ports. own: this host's settings with the role's defaults
+    (MEMBER_MONITORING_VARS), for what a member's inventory leaves unset. Raises PlanError naming a member's bad
+    setting. Returns {"node": [address:port, ...], "dcgm": {member: address:port}} in the members' order."""
+    problems, node, dcgm = [], [], {}
+    settings = cluster.get("monitoring") or {}
+    for member in cluster.get("members") or []:
+        mine = {**own, **(settings.get(member) or {})}
+
+        def flag(var, mine=mine, member=member):
+            value = boolean(mine.get(var))
+            if value is None:
+                problems.append("monitoring on %s: %s is %s; expected true or false." % (
+                    member, var, _json(mine.get(var))))
+            return bool(value)
+
+        def port(var, mine=mine, member=member):
+            value = _port(mine.get(var))
+            if value is None:
+                problems.append("monitoring on %s: %s is %s; expected %s." % (
+                    member, var, _json(mine.get(var)), PORT_EXPECTED))
+            return value
+
+        if not flag("monitoring_enabled"):
+            continue
+        ip = str((cluster.get("ips") or {}).get(member) or "")
+        if flag("monitoring_node_exporter"):
+            found = port("monitoring_node_exporter_port")
+            if found and ip:
+                node.append(_endpoint(ip, found))
+        if member in (gpu_hosts or ()) and flag("monitoring_dcgm_exporter"):
+            found = port("monitoring_dcgm_exporter_port")
+            if found and ip:
+                dcgm[member] = _endpoint(ip, found)
+    if problems:
+        raise PlanError(problems)
+    return {"node": node, "dcgm": dcgm}

@@ -226,14 +226,19 @@ def record_dir(hostvars, host):
 
 # What a run reads from the plan without it being the cluster's configuration (the hosts a run goes on without)
 RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
+# What the cluster plan holds for one stage alone: an input of the stages that name it (plan_inputs), not of every
+# stage that reads the cluster (the members' exporter settings are the monitoring host's scrape targets)
+NAMED_ONLY_PLAN_KEYS = ("monitoring",)
 
 
 def cluster_inputs(groups, cluster):
     """What the cluster-reading stages take from the other hosts: the contract groups and the cluster plan's members
-    and their addresses (a host down in this run keeps its place: what the run awaits is no input)."""
+    and their addresses (a host down in this run keeps its place: what the run awaits is no input; what one stage
+    alone reads of the plan is that stage's)."""
     members = cluster
     if isinstance(cluster, Mapping):
-        members = {key: value for key, value in cluster.items() if key not in RUN_ONLY_PLAN_KEYS}
+        members = {key: value for key, value in cluster.items()
+                   if key not in RUN_ONLY_PLAN_KEYS + NAMED_ONLY_PLAN_KEYS}
     return {
         "groups": {name: sorted(groups.get(name) or []) for name in CONTRACT_GROUPS},
         "members": members,

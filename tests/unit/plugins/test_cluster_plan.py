@@ -181,6 +181,19 @@ def test_the_cluster_members_ips_and_expected_nodes():
     assert cluster["awaited_nodes"] == cluster["expected_nodes"] and cluster["left_out"] == []
 
 
+def test_each_members_exporter_settings_as_its_inventory_sets_them():
+    """The monitoring host scrapes every member by its own exporter settings: the plan holds those its inventory
+    sets (a GPU group's DCGM port), and nothing for the others (the monitoring role's defaults)."""
+    hostvars = {
+        "h": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}}, "monitoring_node_exporter_port": None},
+        "g1": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.3"}}, "monitoring_dcgm_exporter_port": 9500,
+               "monitoring_node_exporter": False, "ray_num_cpus": 8},
+    }
+    cluster = cluster_members(["h"], ["g1"], hostvars.__getitem__)
+    assert cluster["monitoring"] == {"h": {}, "g1": {"monitoring_dcgm_exporter_port": 9500,
+                                                     "monitoring_node_exporter": False}}
+
+
 def test_a_host_left_out_keeps_its_place_but_is_not_awaited():
     """A host the run goes on without (unreachable) is still a member with its IP (from its last known facts) and
     its nodes expected - the firewall, known hosts and monitoring keep it - but the run does not wait for them."""

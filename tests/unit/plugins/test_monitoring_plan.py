@@ -13,6 +13,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.monitoring_plan i
     PlanError,
     monitoring_plan,
     parse_listen,
+    scrape_targets,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -253,3 +254,41 @@ def test_every_problem_is_named_at_once():
                      "monitoring_prometheus_retention", "monitoring_scrape_interval", "monitoring_node_exporter_port",
                      "monitoring_dcgm_exporter_port", "monitoring_grafana_version", "monitoring_dcgm_version",
                      "monitoring_dcgm_cuda_major", "monitoring_dcgm_exporter_collectors"]
+
+
+# ---- the monitoring host's scrape targets (from the cluster plan) ----
+
+OWN = {"monitoring_enabled": True, "monitoring_node_exporter": True, "monitoring_node_exporter_port": 9100,
+       "monitoring_dcgm_exporter": True, "monitoring_dcgm_exporter_port": 9400}
+
+
+def _cluster(**monitoring):
+    return {"members": ["h", "w1", "g1", "g2"],
+            "ips": {"h": "10.0.0.1", "w1": "10.0.0.2", "g1": "10.0.0.3", "g2": "fd00::4"},
+            "monitoring": {"h": {}, "w1": {}, "g1": {}, "g2": {}, **monitoring}}
+
+
+def test_every_member_is_scraped_at_its_ip_with_this_hosts_ports_where_its_inventory_sets_none():
+    targets = scrape_targets(_cluster(), ["g1", "g2"], OWN)
+    assert targets == {"node": ["10.0.0.1:9100", "10.0.0.2:9100", "10.0.0.3:9100", "[fd00::4]:9100"],
+                       "dcgm": {"g1": "10.0.0.3:9400", "g2": "[fd00::4]:9400"}}
+
+
+def test_a_members_own_exporter_settings_are_its_targets():
+    """A GPU group's own DCGM port, a worker without node exporter, a host out of monitoring: the monitoring host
+    scrapes each as its inventory says, not as its own."""
+    targets = scrape_targets(_cluster(w1={"monitoring_node_exporter": "false"},
+                                      g1={"monitoring_dcgm_exporter_port": "9500",
+                                          "monitoring_node_exporter_port": 9200},
+                                      g2={"monitoring_enabled": False}), ["g1", "g2"], OWN)
+    assert targets == {"node": ["10.0.0.1:9100", "10.0.0.3:9200"], "dcgm": {"g1": "10.0.0.3:9500"}}
+    assert scrape_targets(_cluster(g1={"monitoring_dcgm_exporter": False}), ["g1"], OWN)["dcgm"] == {}
+
+
+def test_a_members_bad_exporter_setting_is_named_with_the_member():
+    with pytest.raises(PlanError) as info:
+        scrape_targets(_cluster(g1={"monitoring_dcgm_exporter_port": 0}, w1={"monitoring_node_exporter": "maybe"}),
+                       ["g1"], OWN)
+    text = str(info.value)
+    assert "monitoring on g1: monitoring_dcgm_exporter_port is 0; expected a TCP port (1-65535)." in text
+    assert "monitoring on w1: monitoring_node_exporter is \"maybe\"; expected true or false." in text

@@ -601,6 +601,23 @@ def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
     assert stages.plan_inputs(None, keys) == {"host.extra_ports": None, "cluster.sources": None}
 
 
+def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
+    """The head (the monitoring host, outside group gpu) writes the GPU workers' DCGM targets: a new DCGM port in
+    the gpu group's variables runs the monitoring stage there, through the cluster plan; no other stage that reads
+    the cluster runs for it."""
+    def head_inputs(worker_monitoring):
+        cluster = {"members": ["h", "w"], "ips": {"h": "10.0.0.1", "w": "10.0.0.2"},
+                   "sources": ["10.0.0.1", "10.0.0.2"], "monitoring": {"h": {}, "w": worker_monitoring},
+                   "awaited_nodes": {}, "left_out": []}
+        plan = {"host": {"node_ip": "10.0.0.1", "instances": [{"temp_dir": "/tmp/ray"}]}, "cluster": cluster}
+        hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": plan},
+                             w={"group_names": ["ray_worker", "gpu"], "__ray_plan_result": plan})
+        return stages.host_inputs(hostvars, "h", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
+
+    before, after = head_inputs({}), head_inputs({"monitoring_dcgm_exporter_port": 9500})
+    assert {name for name in before if before[name] != after[name]} == {"monitoring"}
+
+
 def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
     """A key named (host.<key>, cluster.<key>) is read; a test whether there is a plan is no read; any other use of
     the plan reads all of it."""
