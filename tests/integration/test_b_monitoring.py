@@ -11,9 +11,11 @@ import shlex
 import time
 import urllib.parse
 
-from conftest import DASHBOARD, SANDBOX, TOKEN_PATH, inventory_ips, node_ip
+from conftest import DASHBOARD, SANDBOX, TOKEN_PATH, inventory_ips, node_ip, run_site
+from test_0_drift import changed, gates
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
+WORKER1 = f"{SANDBOX}-worker1"
 PROM = "http://127.0.0.1:9090"
 
 
@@ -43,6 +45,38 @@ def test_every_ray_node_and_node_exporter_is_scraped(host, request):
             break
         assert time.monotonic() < deadline, f"not up after 90 s: {sorted(want - up)}; targets: {targets}"
         time.sleep(3)
+
+
+def _node_targets(host, ip: str) -> dict[str, str]:
+    """The node job's targets at ip: instance -> health."""
+    targets = api(host, "/api/v1/targets?state=active")["activeTargets"]
+    return {t["labels"]["instance"]: t["health"] for t in targets
+            if t["labels"]["job"] == "node" and t["labels"]["instance"].rsplit(":", 1)[0] == ip}
+
+
+def test_a_workers_own_node_exporter_port_is_scraped_there(host, request, tmp_path):
+    """A worker's own monitoring_node_exporter_port (its inventory's, not the head's) moves its exporter and is an
+    input of the head's monitoring stage through the cluster plan: the head's Prometheus scrapes the worker at the
+    new port, up (its firewall opened it), and at the inventory's port again after the next plain run."""
+    ip = inventory_ips(request)[WORKER1]
+    extra = tmp_path / "worker1.yml"
+    extra.write_text(json.dumps({"all": {"hosts": {WORKER1: {"monitoring_node_exporter_port": 9101}}}}))
+    restored = False
+    try:
+        for args, port in ((("-i", str(extra)), 9101), ((), 9100)):
+            proc = run_site(*args)
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+            ran = gates(proc)
+            assert f"{SANDBOX}-head" in ran.get("monitoring", set()), ran
+            assert changed(proc)[WORKER1] > 0, proc.stdout[-3000:]
+            deadline = time.monotonic() + 90
+            while _node_targets(host, ip) != {f"{ip}:{port}": "up"}:
+                assert time.monotonic() < deadline, f"node target of {WORKER1}: {_node_targets(host, ip)}"
+                time.sleep(3)
+            restored = not args
+    finally:
+        if not restored:
+            run_site()
 
 
 def test_a_ray_metric_is_queryable(host, request):
