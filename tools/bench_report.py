@@ -59,7 +59,7 @@ def converge_section(results: list[dict]) -> str:
         "re-runs (each must report changed=0 and keep every Ray node id), re-runs after one config file was edited on",
         "one worker (each must repair it there only and keep every Ray node id), re-runs with a release of the",
         "collection that changed one role (each must run that role's stage alone), re-runs with a Ray setting",
-        "changed (each must run the ray and ml stages alone), one run of every stage on every",
+        "changed (each must leave the stages that do not read it alone), one run of every stage on every",
         "host (`-e rayfleet_full=true`), and the floor: the same hosts with",
         "the units stopped and `ray start` run by hand with the same settings until Ray lists every node alive.",
         "Seconds; medians of the runs listed. The hosts install packages from Debian's mirror, and Ray (with no",
@@ -97,8 +97,9 @@ def converge_section(results: list[dict]) -> str:
         if "ray_setting_rerun_median_s" in r:
             lines.append(f"| re-run, a Ray setting changed | {r['ray_setting_rerun_median_s']:.1f} | "
                          f"{' / '.join(f'{t:.1f}' for t in r['ray_setting_rerun_s'])}; "
-                         "`-e ray_health_interval_s=240`, then as it was: the ray stage (the health timer) and the ml "
-                         "stage, which follows the ray stage's record; no other stage, Ray node ids unchanged |")
+                         "`-e ray_health_interval_s=240`, then as it was: stages run "
+                         f"{', '.join(r.get('ray_setting_rerun_stages') or ['ray', 'ml'])} (the ray stage: the health "
+                         "timer), no other, Ray node ids unchanged |")
         if "full_run_s" in r:
             lines.append(f"| every stage on every host (`-e rayfleet_full=true`) | {r['full_run_s']:.1f} | "
                          "changed=0: what a release that changed every stage's code costs; per role: "

@@ -7,7 +7,12 @@ call compares the host with its stage records."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import drift_summary, host_inputs, record_dir
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    drift_summary,
+    host_inputs,
+    record_dir,
+    upstream_views,
+)
 
 
 class ActionModule(ActionBase):
@@ -22,7 +27,7 @@ class ActionModule(ActionBase):
         host = task_vars["inventory_hostname"]
         inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}))
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
-        module_args = {"stages": inputs, "directory": directory}
+        module_args = {"stages": inputs, "directory": directory, "views": upstream_views()}
         result.update(self._execute_module(module_name="rayfleet.cluster.drift_check", module_args=module_args,
                                            task_vars=task_vars))
         if not result.get("failed"):

@@ -93,6 +93,7 @@ class ActionModule(ActionBase):
                 recorded = _result(mine.get("__rayfleet_record_%s" % earlier.name))
                 if recorded and recorded.get("digest"):
                     now[earlier.name] = recorded["digest"]
+                    now.update(recorded.get("digests") or {})
             return now
 
         everyone = list(dict.fromkeys(play_hosts + heads + [host]))

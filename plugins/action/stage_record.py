@@ -19,6 +19,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     spooled_changed,
     spooled_items,
     stage,
+    upstream_views,
 )
 
 
@@ -77,6 +78,7 @@ class ActionModule(ActionBase):
             "inputs": inputs,
             "items": merge_items(items),
             "upstream": list(this.upstream),
+            "views": upstream_views(this.name),
             "directory": directory,
             # the record of a stage playbooks/bake.yml applied, for the nodes booted from the builder's image
             "image": self._task.args.get("image", False),

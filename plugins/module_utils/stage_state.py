@@ -266,12 +266,28 @@ def _short(value):
     return text if len(text) <= 24 else text[:12] + "..."
 
 
-def record_digest(record):
+def record_digest(record, kinds=None):
     """The digest of what a record says the stage left on the host: its items' states, not its inputs. A downstream
     stage keeps it and runs again when it changes; a stage applied again with other inputs that left the same files,
-    units and packages behind does not make the stages that read them run."""
-    body = {"state": record.get("state")}
+    units and packages behind does not make the stages that read them run. kinds: the digest of the states of those
+    kinds of items alone (("pip",): the packages of the stage's venv)."""
+    state = record.get("state")
+    if kinds:
+        state = {key: value for key, value in (state or {}).items() if key.split(":", 1)[0] in kinds}
+    body = {"state": state}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def upstream_spec(spec):
+    """(stage, kinds) of what a stage reads of an upstream stage: "ray" (all it manages; kinds None) or "ray:pip"
+    (the items of those kinds, comma-separated)."""
+    name, _, kinds = str(spec).partition(":")
+    return name, tuple(kind for kind in kinds.split(",") if kind) or None
+
+
+def upstream_digest(record, spec):
+    """The digest a downstream stage keeps of an upstream record (None: no record), as spec reads it."""
+    return record_digest(record, upstream_spec(spec)[1]) if record is not None else None
 
 
 def record_path(directory, stage):

@@ -27,6 +27,13 @@ options:
         the items only.
     type: dict
     required: true
+  views:
+    description:
+      - "What stages read of the records of their upstream stages, C(<stage>:<kind>[,<kind>]) (C(ray:pip), the
+        packages of the Ray venv); RV(records) holds each one's digest too."
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - rayfleet.cluster.stage_records
 attributes:
@@ -88,7 +95,8 @@ stages:
       digest: "a41f..."
       from_image: false
 records:
-  description: Stage name to the digest of its record's items' states on the host, for every record there.
+  description: Stage name to the digest of its record's items' states on the host, for every record there, and each
+    of O(views) to its digest of its stage's record.
   returned: always
   type: dict
 packages:
@@ -117,6 +125,8 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
     effective_record,
     installed_packages,
     record_digest,
+    upstream_digest,
+    upstream_spec,
 )
 
 
@@ -126,6 +136,7 @@ def build_module():
             stages=dict(type="dict", required=True),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
             image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
+            views=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -152,7 +163,9 @@ def main():
     module.exit_json(
         changed=False,
         stages=stages,
-        records={name: record_digest(record) for name, record in records.items() if record is not None},
+        records=dict({name: record_digest(record) for name, record in records.items() if record is not None},
+                     **{view: upstream_digest(records.get(upstream_spec(view)[0]), view)
+                        for view in module.params["views"] if records.get(upstream_spec(view)[0]) is not None}),
         items=len(items),
         packages=installed_packages(module),
     )

@@ -61,6 +61,15 @@ options:
     description:
       - The stages whose records' digests this record keeps (a change there makes this stage run). A record's digest
         covers its items' states, not its inputs.
+      - "C(<stage>:<kind>[,<kind>]) keeps the digest of the states of those kinds of the stage's items alone
+        (C(ray:pip), the packages of the Ray venv)."
+    type: list
+    elements: str
+    default: []
+  views:
+    description:
+      - What downstream stages read of this stage (C(<stage>:<kind>) as in O(upstream)); the result's RV(digests)
+        holds each one's digest of the record written.
     type: list
     elements: str
     default: []
@@ -96,6 +105,11 @@ digest:
   description: The digest of the record's items' states (what its downstream stages keep).
   returned: when O(state=present)
   type: str
+digests:
+  description: Each of O(views) -> its digest of the record written (what the downstream stages reading it keep).
+  returned: when O(state=present)
+  type: dict
+  sample: {"ray:pip": 3f0c...}
 written:
   description: Whether the record's content changed (false in check mode).
   returned: when O(state=present)
@@ -128,6 +142,8 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
     set_aside,
     supersede_image_record,
     trust_image_record_again,
+    upstream_digest,
+    upstream_spec,
     write_record,
 )
 
@@ -140,6 +156,7 @@ def build_module():
             state=dict(type="str", choices=["present", "aside", "restored", "discarded"], default="present"),
             items=dict(type="list", elements="dict", default=[]),
             upstream=dict(type="list", elements="str", default=[]),
+            views=dict(type="list", elements="str", default=[]),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
             image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
             image=dict(type="bool", default=False),
@@ -186,8 +203,7 @@ def main():
     ordered = [items[key] for key in sorted(items)]
     upstream = {}
     for up in params["upstream"]:
-        record = effective_record(directory, image_dir, up)[0]
-        upstream[up] = record_digest(record) if record is not None else None
+        upstream[up] = upstream_digest(effective_record(directory, image_dir, upstream_spec(up)[0])[0], up)
     record = {
         "format": RECORD_FORMAT,
         "stage": name,
@@ -200,7 +216,8 @@ def main():
     if not module.check_mode:
         written = write_record(directory, name, record)
         discard_aside(directory, name)
-    module.exit_json(changed=False, state="present", written=written, digest=record_digest(record), items=len(ordered))
+    module.exit_json(changed=False, state="present", written=written, digest=record_digest(record), items=len(ordered),
+                     digests={view: upstream_digest(record, view) for view in params["views"]})
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import item_key
+from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import item_key, upstream_spec
 
 RECORD_DIR = "/var/lib/rayfleet/stages"
 
@@ -35,7 +35,8 @@ RECORD_DIR = "/var/lib/rayfleet/stages"
 class Stage:
     name: str
     roles: tuple[str, ...]
-    # stages whose record this one reads: a change there makes this one run
+    # stages whose record this one reads: a change there makes this one run ("<stage>:<kind>": only that stage's
+    # items of that kind, upstream_spec)
     upstream: tuple[str, ...] = ()
     # host: runs on the hosts that need it; cluster: on every host of its play when any needs it;
     # head: on every host of its play when the head (group ray_head) needs it
@@ -59,12 +60,21 @@ STAGES = (
     Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
     Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True,
           tags=("ray",)),
-    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray"),
+    # the ML libraries install into the Ray venv: they read the packages the ray stage installs there, not its units
+    # or settings
+    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray:pip"),
           tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
     Stage("monitoring", ("monitoring",), cluster_inputs=True, tags=("monitoring",)),
     Stage("submit_host", ("submit_host",), cluster_inputs=True, groups=("ray_submit",), tags=("submit_host",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
+
+
+def upstream_views(name=None):
+    """What stages read of other stages' records by kind ("ray:pip"), all of them or those of stage name: the drift
+    check and the records report each one's digest."""
+    return sorted({up for item in STAGES for up in item.upstream
+                   if upstream_spec(up)[1] and (name is None or upstream_spec(up)[0] == name)})
 # The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
 VALIDATE = "validate"
 
@@ -803,7 +813,7 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
         # the stage's own verdict on `other`, a host its play targets, with the records of the upstream stages that
         # may run there (a host without a drift check, or without a record of the stage, runs it)
         return _own_verdict(name, other, drift, records_now)[0] or any(
-            may(up, other) for up in STAGE_BY_NAME[name].upstream)
+            may(upstream_spec(up)[0], other) for up in STAGE_BY_NAME[name].upstream)
 
     def may(name, other):
         if drift.get(other) and name not in (drift[other].get("stages") or {}):
@@ -863,7 +873,9 @@ def _own_verdict_of_record(name, host, drift, records_now):
     now = records_now.get(host) or {}
     for up in STAGE_BY_NAME[name].upstream:
         if seen.get(up) != now.get(up):
-            return True, "the %s stage's record changed" % up
+            stage_name, kinds = upstream_spec(up)
+            return True, "the %s stage's %s changed" % (
+                stage_name, "record" if not kinds else "%s items" % "/".join(kinds))
     return False, "nothing drifted"
 
 

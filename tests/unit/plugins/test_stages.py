@@ -379,6 +379,23 @@ def test_without_a_drift_check_every_stage_runs_and_full_runs_everything():
     )
 
 
+def test_the_ml_stage_follows_the_ray_venvs_packages_not_the_ray_stages_other_items():
+    """The ml stage reads the packages the ray stage installs into the Ray venv (ray:pip): a ray stage that changed
+    its settings or units alone (a new health timer, a Ray restart) does not run it; new packages there do."""
+    assert "ray:pip" in stages.STAGE_BY_NAME["ml"].upstream and stages.upstream_views() == ["ray:pip"]
+    assert stages.upstream_views("ray") == ["ray:pip"] and stages.upstream_views("nccl") == []
+    ml = dict(CLEAN, upstream={"gpu": None, "ray:pip": "p1"})
+    drift = {"w1": _checked(ml=ml, ray=CLEAN)}
+    assert stage_verdict("ml", "w1", drift, {"w1": {"ray": "r2", "ray:pip": "p1"}}, group_heads=["h"],
+                         play_hosts=["w1"]) == (False, "nothing drifted")
+    assert stage_verdict("ml", "w1", drift, {"w1": {"ray": "r2", "ray:pip": "p2"}}, group_heads=["h"],
+                         play_hosts=["w1"]) == (True, "the ray stage's pip items changed")
+    # where the ray stage may run, the ml stage may too (its gate decides once the ray stage recorded)
+    ray_runs = {"w1": _checked(ml=ml, ray=dict(CLEAN, inputs_changed=True))}
+    assert "ml" in stages.running_stages("w1", ray_runs, {"w1": {"ray:pip": "p1"}}, group_heads=["w1"],
+                                         play_hosts=["w1"])
+
+
 def test_an_upstream_record_that_changed_since_makes_the_stage_run():
     ray = dict(CLEAN, upstream={"nccl": "n1", "gpu": None, "checkpoint_store": "c1"})
     drift = {"w1": _checked(ray=ray)}

@@ -177,6 +177,38 @@ def test_a_record_keeps_its_upstream_records_digests(host):
     assert check(host)["stages"]["ray"]["upstream"] == {"nccl": nccl, "gpu": None}
 
 
+def test_a_stage_that_reads_one_kind_of_an_upstream_stages_items_keeps_their_digest_alone(host):
+    """The ml stage reads the packages of the Ray venv (ray:pip), not the ray stage's units or settings: a changed
+    settings file changes the ray record's digest, not that view of it; a changed Ray version changes both."""
+    def ray():
+        out = run(stage_record, {"stage": "ray", "inputs": "i1", "items": items(host), "upstream": [],
+                                 "views": ["ray:pip"], "directory": str(host / "records"),
+                                 "image_directory": str(host / "image")})
+        assert not out.failed, out.result
+        return out.result
+
+    first = ray()
+    ml = record(host, stage="ml", these=items(host)[:1], upstream=["gpu", "ray:pip"]).result
+    assert not ml.get("failed"), ml
+    kept = check(host, {"ml": "i1"})["stages"]["ml"]["upstream"]
+    assert set(kept) == {"gpu", "ray:pip"} and kept["gpu"] is None
+
+    def views():
+        return run(drift_check, {"stages": {"ray": "i1", "ml": "i1"}, "directory": str(host / "records"),
+                                 "image_directory": str(host / "image"), "views": ["ray:pip"]}).result["records"]
+
+    assert views()["ray:pip"] == kept["ray:pip"] and views()["ray"] == first["digest"]
+    assert first["digests"] == {"ray:pip": kept["ray:pip"]}
+    (host / "etc" / "ray.json").write_text('{"num_cpus": 4}\n')
+    settings = ray()
+    assert settings["digest"] != first["digest"] and settings["digests"] == {"ray:pip": kept["ray:pip"]}
+    assert views()["ray:pip"] == kept["ray:pip"] and views()["ray"] == settings["digest"]
+    site = host / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "ray-2.60.0.dist-info").rename(site / "ray-2.61.0.dist-info")
+    upgraded = ray()
+    assert upgraded["digests"]["ray:pip"] != kept["ray:pip"] and views()["ray:pip"] == upgraded["digests"]["ray:pip"]
+
+
 def test_a_records_digest_follows_what_the_stage_left_on_the_host_not_its_inputs(host):
     """Downstream stages keep this digest: a stage applied again with other inputs that left the same items behind
     must not make them run, and a changed item must."""
