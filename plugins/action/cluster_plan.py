@@ -24,6 +24,10 @@ HOST_VARS = ("ray_node_role", "ray_node_ip", "ray_version", "ray_auth_mode", "ra
              "ray_node_instance_port_step", *PORT_VARS.values(), *SETTING_VARS, *HEALTH_VARS)
 
 
+# Each other member's variables and facts the cluster plan reads (its address, node instances, names and host key)
+MEMBER_VARS = ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_facts")
+
+
 class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*HOST_VARS, "left_out"))
 
@@ -46,8 +50,7 @@ class ActionModule(PlanAction):
                 return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
                         "ansible_host": task_vars.get("ansible_host"),
                         "ansible_facts": task_vars.get("ansible_facts") or {}, **monitoring}
-            theirs = {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_host",
-                                                    "ansible_facts")}
+            theirs = {key: hv.get(key) for key in MEMBER_VARS}
             return {**theirs, **monitoring}
 
         cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of,
