@@ -75,6 +75,8 @@ def upstream_views(name=None):
     check and the records report each one's digest."""
     return sorted({up for item in STAGES for up in item.upstream
                    if upstream_spec(up)[1] and (name is None or upstream_spec(up)[0] == name)})
+
+
 # The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
 VALIDATE = "validate"
 
