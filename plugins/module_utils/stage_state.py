@@ -281,7 +281,7 @@ def record_digest(record, kinds=None):
 def upstream_spec(spec):
     """(stage, kinds) of what a stage reads of an upstream stage: "ray" (all it manages; kinds None) or "ray:pip"
     (the items of those kinds, comma-separated)."""
-    name, kinds = (str(spec).split(":", 1) + [""])[:2]
+    name, _colon, kinds = str(spec).partition(":")
     return name, tuple(kind for kind in kinds.split(",") if kind) or None
 
 
