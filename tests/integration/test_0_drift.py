@@ -124,6 +124,19 @@ def test_a_stage_applied_again_that_changed_nothing_leaves_the_stages_reading_it
     assert ids(head) == before, "Ray restarted"
 
 
+def test_a_ray_setting_that_changes_the_ray_stages_units_leaves_the_ml_stage_alone(head):
+    """A Ray setting the ray stage applies without touching the Ray venv (the health timer's interval): the ray stage
+    runs and changes the timer on every host, and the ml stage, which reads the venv's packages, does not run; nor
+    does any other stage, and Ray is not restarted."""
+    hosts = {HEAD, WORKER1, WORKER2}
+    before = ids(head)
+    for args in (("-e", "ray_health_interval_s=240"), ()):  # the new value, then the inventory's again
+        proc = site_ok(*args)
+        assert gates(proc) == {"ray": hosts}, gates(proc)
+        assert all(count > 0 for count in changed(proc).values()), proc.stdout[-3000:]
+    assert ids(head) == before, "Ray restarted"
+
+
 def test_a_release_that_changed_one_role_runs_that_roles_stage_alone(head, tmp_path):
     """A stage's inputs hold its own code: the collection with the firewall role edited (a comment: it applies the same)
     runs the firewall stage again on every host, and no other stage; it changes nothing. Then this checkout's

@@ -112,7 +112,7 @@ def test_gpu_host_without_a_driver_stops_the_ray_stage_by_name(host, tmp_path):
     # stage, which reads it, follows): the next run applies both there in full, changes nothing, and records them.
     # On the other nodes the stage ran with these inputs too, changed nothing, and its records were put back.
     left = drifted_stages(run_drift().stdout)
-    assert left == {victim: ["ray: no record of this stage", "ml: the ray stage's record changed"]}, left
+    assert left == {victim: ["ray: no record of this stage", "ml: the ray stage's pip items changed"]}, left
     again = run_site()
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-3000:]
