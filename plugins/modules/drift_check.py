@@ -160,12 +160,15 @@ def main():
                    from_image=effective[name][1])
         for name in module.params["stages"]
     }
+    digests = {name: record_digest(record) for name, record in records.items() if record is not None}
+    for view in module.params["views"]:
+        record = records.get(upstream_spec(view)[0])
+        if record is not None:
+            digests[view] = upstream_digest(record, view)
     module.exit_json(
         changed=False,
         stages=stages,
-        records=dict({name: record_digest(record) for name, record in records.items() if record is not None},
-                     **{view: upstream_digest(records.get(upstream_spec(view)[0]), view)
-                        for view in module.params["views"] if records.get(upstream_spec(view)[0]) is not None}),
+        records=digests,
         items=len(items),
         packages=installed_packages(module),
     )

@@ -68,10 +68,14 @@ def _port(value):
     return port if port is not None and port <= 65535 else None
 
 
+def _endpoint(address, port):
+    """address:port, an IPv6 address in brackets."""
+    return "[%s]:%d" % (address, port) if ":" in address else "%s:%d" % (address, port)
+
+
 def _listen_result(found):
     address, port = found
-    shown = "[%s]" % address if ":" in address else address
-    return {"address": address, "port": port, "listen": "%s:%d" % (shown, port)}
+    return {"address": address, "port": port, "listen": _endpoint(address, port)}
 
 
 def _check_listens(v, bad):
@@ -208,10 +212,6 @@ def monitoring_plan(host, v, inventory_hosts, *, os_family=None, is_file=os.path
         "dcgm_exporter_collectors": collectors,
         "grafana_key": key,
     }
-
-
-def _endpoint(ip, port):
-    return "[%s]:%d" % (ip, port) if ":" in ip else "%s:%d" % (ip, port)
 
 
 def scrape_targets(cluster, gpu_hosts, own):
