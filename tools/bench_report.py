@@ -111,17 +111,22 @@ def converge_section(results: list[dict]) -> str:
             "",
         ]
     if len(results) > 1:
-        base = results[0]
         lines += [
             "### Idempotent re-run by cluster size",
             "",
-            "| hosts | re-run (median) | per added host since the smallest | date |",
-            "|---|---|---|---|",
+            "Per added host: against the smallest cluster measured at the same commit on the same machine (figures",
+            "measured apart are not compared).",
+            "",
+            "| hosts | re-run (median) | per added host since the smallest | date | commit |",
+            "|---|---|---|---|---|",
         ]
         for r in results:
+            same = [b for b in results if b["commit"] == r["commit"] and b["machine"] == r["machine"]]
+            base = min(same, key=lambda b: b["hosts"])
             added = r["hosts"] - base["hosts"]
             slope = f"{(r['rerun_median_s'] - base['rerun_median_s']) / added:+.2f}" if added else "-"
-            lines.append(f"| {r['hosts']} | {r['rerun_median_s']:.1f} | {slope} | {r['date'][:10]} |")
+            lines.append(f"| {r['hosts']} | {r['rerun_median_s']:.1f} | {slope} | {r['date'][:10]} | "
+                         f"`{r['commit']}` |")
         lines.append("")
     return "\n".join(lines)
 

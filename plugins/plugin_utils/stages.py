@@ -31,6 +31,11 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
 RECORD_DIR = "/var/lib/rayfleet/stages"
 
 
+# What a stage takes from the other hosts (Stage.cluster_inputs)
+GROUPS = "groups"
+MEMBERS = "members"
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
@@ -41,8 +46,11 @@ class Stage:
     # host: runs on the hosts that need it; cluster: on every host of its play when any needs it;
     # head: on every host of its play when the head (group ray_head) needs it
     scope: str = "host"
-    # the stage's inputs include the cluster's members (firewall sources, Prometheus targets, the head's address)
-    cluster_inputs: bool = False
+    # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
+    # GROUPS, the contract groups (firewall sources and SSH trust come from the plan's keys they name); MEMBERS, those
+    # and the plan's cluster section whole (a stage that reads other hosts' variables, as the ray role reads the
+    # head's address); None: nothing
+    cluster_inputs: str | None = None
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
     # the tags of its play's tasks (--tags naming one of them runs some of the stage)
@@ -53,19 +61,20 @@ STAGES = (
     Stage("common", ("common",), tags=("common", "base")),
     Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
     Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
-    Stage("firewall", ("firewall",), cluster_inputs=True, tags=("firewall", "security")),
-    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=True, tags=("ssh", "ssh_trust")),
-    Stage("nfs_server", ("nfs_server",), cluster_inputs=True, groups=("nfs_server",), tags=("storage", "nfs_server")),
+    Stage("firewall", ("firewall",), cluster_inputs=GROUPS, tags=("firewall", "security")),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=GROUPS, tags=("ssh", "ssh_trust")),
+    Stage("nfs_server", ("nfs_server",), cluster_inputs=MEMBERS, groups=("nfs_server",),
+          tags=("storage", "nfs_server")),
     Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
     Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
-    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=True,
+    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=MEMBERS,
           tags=("ray",)),
     # the ML libraries install into the Ray venv: they read the packages the ray stage installs there, not its units
     # or settings
     Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray:pip"),
           tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
-    Stage("monitoring", ("monitoring",), cluster_inputs=True, tags=("monitoring",)),
-    Stage("submit_host", ("submit_host",), cluster_inputs=True, groups=("ray_submit",), tags=("submit_host",)),
+    Stage("monitoring", ("monitoring",), cluster_inputs=GROUPS, tags=("monitoring",)),
+    Stage("submit_host", ("submit_host",), cluster_inputs=MEMBERS, groups=("ray_submit",), tags=("submit_host",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
 
@@ -491,15 +500,18 @@ _ADDRESS_STAGES = {}
 
 
 def address_stages(root, code):
-    """The stages whose inputs include the host's default addresses: those that read the cluster's members, and those
-    whose files read an address (computed from the collection's code, cached per code digest). A host whose address
-    changes (a new DHCP lease, a node booted from a baked image) runs these again, and not the others."""
+    """The stages whose inputs include the host's default addresses: those that read the cluster's members whole, and
+    those whose own files read an address other than through the cluster plan (computed from the collection's code,
+    cached per code digest). What a stage reads of the plan (the node's IP, the members' addresses) is its input
+    already (plan_inputs): where the inventory pins ray_node_ip, a new default address changes none of it. A host
+    whose address changes (a new DHCP lease, a node booted from a baked image) runs these again, and not the others."""
     key = (root, code)
     if key not in _ADDRESS_STAGES:
         _ADDRESS_STAGES[key] = frozenset(
             item.name for item in STAGES
-            if item.cluster_inputs
-            or any(_READS_ADDRESSES.search(text) for text in _stage_files(root, item, code).values()))
+            if item.cluster_inputs == MEMBERS
+            or any(_READS_ADDRESSES.search(_PLAN_READ.sub("", text))
+                   for text in _stage_own_files(root, item, code).values()))
     return _ADDRESS_STAGES[key]
 
 
@@ -558,8 +570,9 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
     for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
     (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
-    stages that read them, the cluster's members, and what the stage reads of the host's cluster plan (plan, the
-    host's own unless own_plan is false; plan_inputs)."""
+    stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the contract
+    groups, and the members whole for a stage that reads them so or where reads is None), and what the stage reads
+    of the host's cluster plan (plan, the host's own unless own_plan is false; plan_inputs)."""
     facts = input_facts(facts or {})
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
@@ -568,8 +581,10 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
         seen = facts if addresses is None or item.name in addresses else local
         inputs = {"code": code[item.name] if isinstance(code, Mapping) else code, "facts": seen, "stage": item.name,
                   "vars": mine}
-        if item.cluster_inputs:
+        if item.cluster_inputs == MEMBERS or (item.cluster_inputs and reads is None):
             inputs["cluster"] = cluster
+        elif item.cluster_inputs == GROUPS:
+            inputs["cluster"] = {"groups": cluster.get("groups")} if isinstance(cluster, Mapping) else cluster
         planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
         if planned is not None:
             inputs["plan"] = planned

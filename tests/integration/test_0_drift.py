@@ -11,9 +11,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from conftest import (
     CONTAINERS_CONF,
     PYTHON_AS_RAY,
@@ -29,6 +33,8 @@ from conftest import (
     ray_nodes,
     run_site,
 )
+
+from sandbox import Sandbox
 
 HEAD, WORKER1, WORKER2 = f"{SANDBOX}-head", f"{SANDBOX}-worker1", f"{SANDBOX}-worker2"
 SSH_HOME = "/var/lib/rayfleet/.ssh"
@@ -135,6 +141,27 @@ def test_a_ray_setting_that_changes_the_ray_stages_units_leaves_the_ml_stage_alo
         assert gates(proc) == {"ray": hosts}, gates(proc)
         assert all(count > 0 for count in changed(proc).values()), proc.stdout[-3000:]
     assert ids(head) == before, "Ray restarted"
+
+
+def test_a_member_reinstalled_with_a_new_host_key_is_trusted_again_without_the_firewall(head):
+    """A member reinstalled under its name and address has a new SSH host key. The next site.yml runs SSH trust on
+    every host, which then trusts the new key, and the stages that read the cluster's members whole (Ray; the NFS
+    server on the head). The firewall and monitoring read the plan's addresses and members, which did not change:
+    they do not run. Ray is not restarted."""
+    hosts = {HEAD, WORKER1, WORKER2}
+    before = ids(head)
+    sh(WORKER2, "rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub && "
+                "ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key && systemctl restart ssh")
+    new_key = sh(WORKER2, "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[1]
+    # the controller trusts the new key as an operator would (the sandbox's known_hosts, read over podman's channel)
+    Sandbox(SANDBOX).refresh()
+    proc = site_ok()
+    assert gates(proc) == {"ssh_trust": hosts, "ray": hosts, "nfs_server": {HEAD}}, gates(proc)
+    for host in hosts:
+        assert new_key in sh(host, f"cat {SSH_HOME}/known_hosts"), host
+    assert ids(head) == before, "Ray restarted"
+    proc = site_ok()
+    assert gates(proc) == {} and set(changed(proc).values()) == {0}, gates(proc)
 
 
 def test_a_release_that_changed_one_role_runs_that_roles_stage_alone(head, tmp_path):

@@ -11,8 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import bench_report
 
 
-def result(hosts: int, rerun: float) -> dict:
+def result(hosts: int, rerun: float, commit: str = "abc1234") -> dict:
     return {"benchmark": "converge", "command": f"make bench-converge WORKERS={hosts - 1}", "hosts": hosts,
+            "commit": commit,
             "machine": {"cpus": 2, "memory_gib": 23.4, "os": "Linux-6.1", "python": "3.11.7"},
             "first_run_s": 150.2, "first_run_per_role_s": {"ray": 60.0, "common": 20.5, "tiny": 0.1},
             "rerun_s": [rerun, rerun + 1, rerun - 1], "rerun_median_s": rerun,
@@ -38,7 +39,7 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     assert "### 3 hosts — 2026-11-27" in text and "`make bench-converge WORKERS=2`" in text
     assert "| idempotent re-run | 10.0 | 10.0 / 11.0 / 9.0;" in text
     assert "ray 60.0, common 20.5 |" in text and "tiny" not in text
-    assert "| 6 | 13.0 | +1.00 | 2026-11-27 |" in text
+    assert "| 6 | 13.0 | +1.00 | 2026-11-27 | `abc1234` |" in text
     # the CPU row only where the result measured it (the 6-host one)
     assert text.count("| CPU busy during the first run |") == 1
     assert ("| CPU busy during the first run | 380 CPU-s | 87% of the machine's 2 CPUs (hosts and controller "
@@ -51,6 +52,21 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     # written again: the section is replaced, not added twice
     bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
     assert doc.read_text().count("<!-- begin: converge -->") == 1
+
+
+def test_the_cost_per_added_host_compares_results_of_one_commit_only(tmp_path):
+    """A cluster size measured at another commit (or on another machine) is no base for the cost per added host."""
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    (art / "bench-converge-3hosts.json").write_text(json.dumps(result(3, 5.0, commit="new1234")))
+    (art / "bench-converge-6hosts.json").write_text(json.dumps(result(6, 7.5)))
+    (art / "bench-converge-9hosts.json").write_text(json.dumps(result(9, 10.5)))
+    doc = tmp_path / "benchmarks.md"
+    bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
+    text = doc.read_text()
+    assert "| 3 | 5.0 | - | 2026-11-27 | `new1234` |" in text
+    assert "| 6 | 7.5 | - | 2026-11-27 | `abc1234` |" in text
+    assert "| 9 | 10.5 | +1.00 | 2026-11-27 | `abc1234` |" in text
 
 
 def test_without_results_nothing_is_rewritten(tmp_path):

@@ -635,6 +635,31 @@ def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
     assert {name for name in before if before[name] != after[name]} == {"monitoring"}
 
 
+def test_a_reinstalled_members_host_key_runs_ssh_trust_and_the_stages_that_read_the_members_whole_only():
+    """A member reinstalled with the same name and address has a new SSH host key: on the other hosts, SSH trust
+    runs again (known_hosts names it), and the stages that take the cluster's members whole (the ray role reads the
+    head's address through hostvars); the firewall and monitoring, which read the plan's addresses and members
+    alone, do not. A member's new address runs the firewall (its sources) and Prometheus's targets."""
+    def head_inputs(worker_facts):
+        facts = {"h": {"ssh_host_key_ed25519_public": "AAAA-head"}, "w": worker_facts}
+
+        def hostvars_of(name):
+            return {"ray_node_ip": ips[name], "ansible_facts": facts[name]}
+
+        plan = _plan("h", "head", "10.0.0.1", {}, hostvars_of)
+        hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": plan},
+                             w={"group_names": ["ray_worker", "gpu"], "__ray_plan_result": plan})
+        return stages.host_inputs(hostvars, "h", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
+
+    ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
+    before = head_inputs({"ssh_host_key_ed25519_public": "AAAA-old"})
+    after = head_inputs({"ssh_host_key_ed25519_public": "AAAA-new"})
+    assert {name for name in before if before[name] != after[name]} == {"ssh_trust", "ray"}
+    ips["w"] = "10.0.0.3"
+    moved = head_inputs({"ssh_host_key_ed25519_public": "AAAA-old"})
+    assert {"firewall", "ssh_trust", "monitoring", "ray"} <= {name for name in before if before[name] != moved[name]}
+
+
 def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
     """A key named (host.<key>, cluster.<key>) is read; a test whether there is a plan is no read; any other use of
     the plan reads all of it."""
@@ -679,14 +704,15 @@ def test_a_new_address_is_an_input_a_new_mac_address_is_not():
 
 def test_a_new_address_runs_only_the_stages_that_read_addresses():
     """A node whose default address changes (a new DHCP lease; a node booted from a baked image) runs again the stages
-    that read addresses or the cluster's members, not the base, GPU, NCCL and ML stages; a new kernel runs them all."""
+    that read an address other than through the cluster plan, or the cluster's members whole: with its ray_node_ip
+    pinned in the inventory (the plan unchanged), not the firewall, SSH trust and monitoring, which read the plan's
+    addresses, nor the base, GPU, NCCL, ML and checkpoint store stages; a new kernel runs them all."""
     facts = {"kernel": "6.1", "default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}}
     before = _inputs(ansible_facts=facts)
     moved = _inputs(ansible_facts=dict(facts, default_ipv4={"address": "10.0.0.6", "interface": "eth0"}))
-    assert {name for name in before if before[name] != moved[name]} == {
-        "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "ray", "monitoring"}
+    assert {name for name in before if before[name] != moved[name]} == {"shared_storage", "ray"}
     assert stages.address_stages(str(ROOT), stages.code_digest(str(ROOT))) >= {
-        stage.name for stage in STAGES if stage.cluster_inputs}
+        stage.name for stage in STAGES if stage.cluster_inputs == stages.MEMBERS}
     upgraded = _inputs(ansible_facts=dict(facts, kernel="6.2"))
     assert {name for name in before if before[name] != upgraded[name]} == set(before)
 
