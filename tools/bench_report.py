@@ -257,8 +257,9 @@ def bake_section(results: list[dict]) -> str:
         *changes,
         "Ray is up from boot without Ansible. The verifying `site.yml` on top skips the base stage, whose record the",
         "image carries; it runs every other stage on every host: they read the node's address or the cluster's",
-        "members (firewall rules, SSH trust, mounts, Ray's settings, the Prometheus targets), or act otherwise",
-        "while baking (the GPU stack, NCCL's checks).",
+        "members (firewall rules, SSH trust, mounts, Ray's settings, the Prometheus targets), act otherwise",
+        "while baking (the GPU stack, NCCL's checks), or are not applied while baking (the checkpoint store, whose",
+        "keys no image may hold, and with it the ML stage).",
         "",
     ]
     return "\n".join(lines)
