@@ -584,7 +584,7 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
         if item.cluster_inputs == MEMBERS or (item.cluster_inputs and reads is None):
             inputs["cluster"] = cluster
         elif item.cluster_inputs == GROUPS:
-            inputs["cluster"] = {"groups": cluster.get("groups")} if isinstance(cluster, Mapping) else cluster
+            inputs["cluster"] = {"groups": cluster["groups"]}
         planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
         if planned is not None:
             inputs["plan"] = planned
