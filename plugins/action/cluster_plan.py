@@ -15,6 +15,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     SETTING_VARS,
     cluster_members,
     host_plan,
+    member_ip,
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action import PlanAction
 
@@ -38,6 +39,11 @@ class ActionModule(PlanAction):
         settings.update((name, args[name]) for name in HEALTH_VARS if name in args)
         groups = task_vars.get("groups", {})
         hostvars = task_vars.get("hostvars", {})
+        heads = groups.get("ray_head", [])
+        # a worker reaches the head at its cluster IP unless ray_head_address names it otherwise
+        if settings.get("ray_node_role") == "worker" and not settings.get("ray_head_address") and heads:
+            head_vars = hostvars.get(heads[0], {})
+            settings["ray_head_address"] = member_ip(heads[0], {key: head_vars.get(key) for key in MEMBER_VARS})
         # the token's path and the image archive are the controller's (the action runs there)
         mine = host_plan(host, settings, task_vars.get("group_names", []), is_file=os.path.isfile,
                          is_dir=os.path.isdir)
@@ -53,6 +59,6 @@ class ActionModule(PlanAction):
             theirs = {key: hv.get(key) for key in MEMBER_VARS}
             return {**theirs, **monitoring}
 
-        cluster = cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []), hostvars_of,
+        cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or ())
         return {"host": mine, "cluster": cluster}

@@ -60,8 +60,10 @@ options:
     default: ""
   ray_head_address:
     description:
-      - The head as a worker reaches it, a host name or IP address. Required on a worker unless O(ray_state=baked);
-        not read on the head.
+      - The head as a worker reaches it, a host name or IP address. Empty (the ray role's default) on a worker, the
+        cluster IP of the first host of group C(ray_head) (its C(ray_node_ip) where the inventory sets it, else its
+        default-route address); required where that group is empty, unless O(ray_state=baked). Not read on the
+        head.
     type: str
   ray_state:
     description: C(started), C(stopped), C(restarted) or C(baked) (not with O(ray_runtime=container)).
@@ -286,6 +288,11 @@ host:
       returned: success
     node_ip:
       description: The host's IP (normalized).
+      type: str
+      returned: success
+    head_address:
+      description: Where this host's Ray reaches the head's GCS (without the port) - on a worker O(ray_head_address)
+        or its default, empty on a baked one (its launch file names the head); on the head, its own IP.
       type: str
       returned: success
     ns:

@@ -420,8 +420,8 @@ def _service_problems(v, role):
     head = v.get("ray_head_address")
     if (role == "worker" and v.get("ray_state") != "baked"
             and not (isinstance(head, str) and head.strip() and not any(c.isspace() for c in head))):
-        out.append(("ray_head_address", "the head's host name or IP address (by default the ray_node_ip of the host "
-                    "in the ray_head group - is that group empty?)"))
+        out.append(("ray_head_address", "the head's host name or IP address (empty: the cluster IP of the host in "
+                    "the ray_head group - is that group empty?)"))
     if _whole(v.get("ray_stop_drain_s")) is None:
         out.append(("ray_stop_drain_s", "whole seconds, at least 0"))
     if _whole(v.get("ray_liveness_check_interval_s"), 1) is None:
@@ -611,6 +611,9 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
         "host": host,
         "role": role,
         "node_ip": node_ip,
+        # where this host's Ray reaches the head's GCS: ray_head_address on a worker ('' on a baked one: its launch
+        # file names the head), its own IP on the head
+        "head_address": str(v.get("ray_head_address") or "") if role == "worker" else node_ip,
         "ns": ns,
         "slot_count": slot_count,
         "instances": instances,

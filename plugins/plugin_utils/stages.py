@@ -47,9 +47,9 @@ class Stage:
     # head: on every host of its play when the head (group ray_head) needs it
     scope: str = "host"
     # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
-    # GROUPS, the contract groups (firewall sources and SSH trust come from the plan's keys they name); MEMBERS, those
-    # and the plan's cluster section whole (a stage that reads other hosts' variables, as the ray role reads the
-    # head's address); None: nothing
+    # GROUPS, the contract groups (firewall sources, SSH trust and Ray's expected nodes come from the plan's keys they
+    # name); MEMBERS, those and the plan's cluster section whole (a stage that reads other hosts' variables, as the
+    # NFS server's plan reads every cluster's); None: nothing
     cluster_inputs: str | None = None
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
@@ -67,7 +67,7 @@ STAGES = (
           tags=("storage", "nfs_server")),
     Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
     Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
-    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=MEMBERS,
+    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=GROUPS,
           tags=("ray",)),
     # the ML libraries install into the Ray venv: they read the packages the ray stage installs there, not its units
     # or settings
@@ -368,10 +368,11 @@ _PLAY_START = re.compile(r"^- ", re.M)
 _ANY_GATE = re.compile(r"stage_gate:\s*\n\s*stage:")
 # an include of a role's plan tasks alone
 _PLAN_INCLUDE = re.compile(r"\bname:\s*rayfleet\.cluster\.(\w+)\s*\n\s*tasks_from:\s*plan\s*$", re.M)
-# a read of the cluster plan: one of its host's or cluster's keys, a test whether there is one (no read), or the
-# whole of it
-_PLAN_READ = re.compile(r"(?<![\w.])%s(?:\.(host|cluster)\.(\w+)|(\s+is\s+(?:not\s+)?defined\b))?"
+# a read of the cluster plan: one of its host's or cluster's keys, one section whole, a test whether there is one (no
+# read), or the whole of it; and where the ray role's plan tasks register it (no read)
+_PLAN_READ = re.compile(r"(?<![\w.])%s(?:\.(host|cluster)(?:\.(\w+))?|(\s+is\s+(?:not\s+)?defined\b))?"
                         % re.escape(CLUSTER_PLAN))
+_PLAN_REGISTER = re.compile(r"\bregister:\s*%s\s*$" % re.escape(CLUSTER_PLAN), re.M)
 # the plugins every stage play calls to decide whether it runs and to record what it did: they read no setting
 STAGE_MACHINERY = frozenset({"stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy"})
 # what the machinery's own code is, besides those plugins: it decides whether a stage runs and what its record says,
@@ -442,10 +443,10 @@ def stage_reads(root, code):
     prefix of a role whose plan it reads (computed in its validate stage from that role's variables), and each other
     collection variable its files name, rayfleet_ ones included (an inventory's per-host rayfleet_instance_id is an
     input only of the stages that name it) - and what it reads of the cluster plan (plan_inputs): its keys named
-    ('host.extra_ports', 'cluster.sources'), or '*' for all of it. A stage that reads the cluster plan reads the plan
-    the drift check's play computed, not the Ray settings it came from: a Ray setting that changes no key a stage
-    reads does not run it. Computed from the collection's code (cached per code digest), so a new variable in a role
-    is an input of the stages that use it without a list to keep."""
+    ('host.extra_ports', 'cluster.sources'), a section read whole ('host'), or '*' for all of it. A stage that reads
+    the cluster plan reads the plan the drift check's play computed, not the Ray settings it came from: a Ray setting
+    that changes no key a stage reads does not run it. Computed from the collection's code (cached per code digest),
+    so a new variable in a role is an input of the stages that use it without a list to keep."""
     key = (root, code)
     if key not in _STAGE_READS:
         roles = sorted(os.listdir(os.path.join(root, "roles")))
@@ -457,12 +458,11 @@ def stage_reads(root, code):
             prefixes = {"%s_" % role for role in item.roles}
             prefixes |= {"%s_" % role for role in plans.findall(_PLAN_READ.sub("", text))}
             plan_keys = set()
-            if CLUSTER_PLAN_ROLE not in item.roles:  # the ray stage reads every setting the plan comes from
-                for section, name, tested in _PLAN_READ.findall(text):
-                    if section:
-                        plan_keys.add("%s.%s" % (section, name))
-                    elif not tested:
-                        plan_keys.add("*")
+            for section, name, tested in _PLAN_READ.findall(_PLAN_REGISTER.sub("", text)):
+                if section:
+                    plan_keys.add("%s.%s" % (section, name) if name else section)
+                elif not tested:
+                    plan_keys.add("*")
             reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)),
                                 frozenset({"*"} if "*" in plan_keys else plan_keys))
         _STAGE_READS[key] = reads
@@ -471,7 +471,8 @@ def stage_reads(root, code):
 
 def plan_inputs(plan, keys, own=True):
     """What a stage reads of the host's cluster plan (the ray role's plan result: {"host": ..., "cluster": ...}):
-    keys from stage_reads ('host.<key>', 'cluster.<key>', or '*': both sections whole). The cluster's keys a run
+    keys from stage_reads ('host.<key>', 'cluster.<key>', 'host' or 'cluster': that section whole, or '*': both
+    sections whole). The cluster's keys a run
     only reads (the hosts it goes on without) are none of it; own=False (a host outside the cluster, which reads the
     head's plan) has no host section. None when the stage reads none of it."""
     if not keys:
@@ -486,9 +487,12 @@ def plan_inputs(plan, keys, own=True):
         return sections
     out = {}
     for key in sorted(keys):
-        section, name = key.split(".", 1)
+        section, _, name = key.partition(".")
         value = sections[section]
-        out[key] = value.get(name) if isinstance(value, Mapping) and name not in RUN_ONLY_PLAN_KEYS else None
+        if not name:
+            out[key] = value
+        else:
+            out[key] = value.get(name) if isinstance(value, Mapping) and name not in RUN_ONLY_PLAN_KEYS else None
     return out
 
 

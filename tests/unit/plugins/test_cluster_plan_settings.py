@@ -125,8 +125,8 @@ def test_controller_paths_are_looked_up_there():
     ({"ray_cluster_name": "teamb\n"}, "ray_cluster_name", "lowercase letters"),
     ({"ray_cluster_name": None}, "ray_cluster_name", "lowercase letters"),
     ({"ray_head_address": ""}, "ray_head_address",
-     "the head's host name or IP address (by default the ray_node_ip of the host in the ray_head group - is that "
-     "group empty?)."),
+     "the head's host name or IP address (empty: the cluster IP of the host in the ray_head group - is that group "
+     "empty?)."),
     ({"ray_head_address": "head 1"}, "ray_head_address", "the head's host name or IP address"),
     ({"ray_state": "running"}, "ray_state", "started, stopped, restarted or baked."),
     ({"ray_stop_drain_s": -1}, "ray_stop_drain_s", "whole seconds, at least 0."),
@@ -264,3 +264,24 @@ def test_the_action_reads_an_option_left_out_as_its_default():
         action_plan({**required, "ray_runtime": "container"})
     with pytest.raises(PlanError, match="ray_auth_token_path is null"):
         action_plan({name: value for name, value in required.items() if name != "ray_auth_token_path"})
+
+
+def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_names_it():
+    """ray_head_address empty (the role's default): the head's ray_node_ip where its inventory sets it, else its
+    default-route address, read by the cluster plan (not through hostvars in the role); a name given is kept; the
+    head reaches itself at its own IP; with no head in the inventory the worker's plan fails naming the variable."""
+    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+
+    def head_address(head_vars, role="worker", address="", heads=("h",)):
+        task_vars = {"groups": {"ray_head": list(heads), "ray_worker": ["node7"]}, "hostvars": {"h": head_vars},
+                     "group_names": ["ray_worker"]}
+        args = {**required, "ray_node_role": role, "ray_head_address": address}
+        return ActionModule.plan(object.__new__(ActionModule), "node7", args, task_vars, {})["host"]["head_address"]
+
+    facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.9"}}}
+    assert head_address(facts) == "10.0.0.9"
+    assert head_address({**facts, "ray_node_ip": "192.168.7.1"}) == "192.168.7.1"
+    assert head_address({**facts, "ray_node_ip": "192.168.7.1"}, address="head.example.com") == "head.example.com"
+    assert head_address(facts, role="head") == required["ray_node_ip"]
+    with pytest.raises(PlanError, match=r'ray_head_address is ""; expected .*is that group empty\?'):
+        head_address({}, heads=())

@@ -587,8 +587,12 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
     assert "ray_" not in reads["firewall"][0] and "ray_" not in reads["monitoring"][0]
     assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= reads["firewall"][2]
     assert {"host.node_ip", "cluster.members"} <= reads["monitoring"][2]
-    # the ray stage reads every setting the plan comes from; a stage that names the plan whole reads all of it
-    assert "ray_" in reads["ray"][0] and not reads["ray"][2]
+    # the ray stage reads every setting the plan comes from, its host's plan whole and the cluster's keys it names
+    # (the members, their IPs, the nodes Ray must list), not the known hosts; a stage that names the plan whole reads
+    # all of it
+    assert "ray_" in reads["ray"][0]
+    assert {"host", "cluster.members", "cluster.ips", "cluster.expected_nodes"} <= reads["ray"][2]
+    assert not {"*", "cluster", "cluster.known_hosts", "cluster.sources"} & reads["ray"][2]
     assert reads["nfs_server"][2] == {"*"}
     assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
     assert "ray_venv_dir" in reads["ml"][1] and "ray_preemption_watch" not in reads["ml"][1]
@@ -615,6 +619,9 @@ def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
     assert stages.plan_inputs(plan, {"*"}, own=False) == {"host": None, "cluster": {
         "sources": ["10.0.0.1", "10.0.0.2"], "members": ["h", "w"]}}
     assert stages.plan_inputs(plan, frozenset()) is None
+    # a section read whole
+    assert stages.plan_inputs(plan, {"host"}) == {"host": plan["host"]}
+    assert stages.plan_inputs(plan, {"host"}, own=False) == {"host": None}
     assert stages.plan_inputs(None, keys) == {"host.extra_ports": None, "cluster.sources": None}
 
 
@@ -635,11 +642,11 @@ def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
     assert {name for name in before if before[name] != after[name]} == {"monitoring"}
 
 
-def test_a_reinstalled_members_host_key_runs_ssh_trust_and_the_stages_that_read_the_members_whole_only():
+def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_or_monitoring():
     """A member reinstalled with the same name and address has a new SSH host key: on the other hosts, SSH trust
-    runs again (known_hosts names it), and the stages that take the cluster's members whole (the ray role reads the
-    head's address through hostvars); the firewall and monitoring, which read the plan's addresses and members
-    alone, do not. A member's new address runs the firewall (its sources) and Prometheus's targets."""
+    runs again (known_hosts names it); Ray, the firewall and monitoring, which read the plan's addresses, members
+    and expected nodes alone, do not. A member's new address runs the firewall (its sources), Prometheus's targets
+    and Ray (the nodes it must list)."""
     def head_inputs(worker_facts):
         facts = {"h": {"ssh_host_key_ed25519_public": "AAAA-head"}, "w": worker_facts}
 
@@ -654,15 +661,15 @@ def test_a_reinstalled_members_host_key_runs_ssh_trust_and_the_stages_that_read_
     ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
     before = head_inputs({"ssh_host_key_ed25519_public": "AAAA-old"})
     after = head_inputs({"ssh_host_key_ed25519_public": "AAAA-new"})
-    assert {name for name in before if before[name] != after[name]} == {"ssh_trust", "ray"}
+    assert {name for name in before if before[name] != after[name]} == {"ssh_trust"}
     ips["w"] = "10.0.0.3"
     moved = head_inputs({"ssh_host_key_ed25519_public": "AAAA-old"})
     assert {"firewall", "ssh_trust", "monitoring", "ray"} <= {name for name in before if before[name] != moved[name]}
 
 
 def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
-    """A key named (host.<key>, cluster.<key>) is read; a test whether there is a plan is no read; any other use of
-    the plan reads all of it."""
+    """A key named (host.<key>, cluster.<key>) is read, a section named alone is read whole; a test whether there is
+    a plan is no read, nor is registering it; any other use of the plan reads all of it."""
     root = str(collection_copy)
     path = collection_copy / "roles/firewall/templates/firewall.nft.j2"
     original = path.read_bytes()
@@ -676,6 +683,8 @@ def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_co
         assert "host.config_paths" not in before and "*" not in before
         assert firewall_reads("{# {{ __ray_plan_result.host.config_paths }} #}\n") == before | {"host.config_paths"}
         assert firewall_reads("{% if __ray_plan_result is not defined %}{% endif %}\n") == before
+        assert firewall_reads("{# {{ __ray_plan_result.host | to_json }} #}\n") == before | {"host"}
+        assert firewall_reads("register: __ray_plan_result\n") == before
         assert firewall_reads("{{ __ray_plan_result | to_json }}\n") == {"*"}
     finally:
         path.write_bytes(original)
