@@ -487,7 +487,7 @@ def plan_inputs(plan, keys, own=True):
         return sections
     out = {}
     for key in sorted(keys):
-        section, _, name = key.partition(".")
+        section, name = key.split(".", 1) if "." in key else (key, "")
         value = sections[section]
         if not name:
             out[key] = value
