@@ -40,6 +40,7 @@ from typing import Any
 
 from rayfleet.errors import RayfleetError, SettingsError
 from rayfleet.localize import CONFIRM, RING, Localization, Measure, Pair, PairTest, locate
+from rayfleet.nccl import probe_failure
 from rayfleet.nccl import verdict as nccl_verdict
 from rayfleet.raynode import auth_env
 
@@ -495,7 +496,7 @@ class _Rank:
         try:
             return json.loads(proc.stdout)
         except json.JSONDecodeError:
-            return {"available": False, "reason": f"NCCL probe failed: {proc.stderr.strip()[-300:]}"}
+            return {"available": False, "reason": probe_failure(proc)}
 
     def free_port(self) -> int:
         with socket.socket() as s:

@@ -27,7 +27,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rayfleet.errors import SettingsError
 
@@ -145,11 +145,26 @@ def probe_as_node(config: str, python: str = sys.executable) -> dict[str, Any]:
     try:
         result = json.loads(child.stdout)
     except json.JSONDecodeError:
-        return {"available": False, "ok": False,
-                "reason": f"probe failed (exit {child.returncode}): {child.stderr.strip()[-500:]}"}
+        return {"available": False, "ok": False, "reason": probe_failure(child)}
     result["node_ip"] = settings.node_ip
     result.update(verdict(result, settings.node_ip))
     return result
+
+
+def probe_failure(child: subprocess.CompletedProcess) -> str:
+    """Why a probe's child gave no result, in words: its exit status and the end of what it printed."""
+    said = child.stderr.strip()[-500:] or child.stdout.strip()[-500:] or "it printed nothing"
+    return f"the NCCL probe ({' '.join(map(str, child.args[1:]))}) gave no result (exit {child.returncode}): {said}"
+
+
+def _result_stream() -> TextIO:
+    """Where the result goes: the process's stdout. NCCL writes its own lines there too (NCCL_DEBUG=INFO, the first
+    setting anyone debugging NCCL tries), so from here on file descriptor 1 is stderr, for NCCL and everything else
+    this process loads, and the result alone is written to the real stdout."""
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(real, "w")
 
 
 def verdict(result: dict[str, Any], node_ip: str) -> dict[str, Any]:
@@ -173,12 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--library", help="libnccl to load (default: the wheel's, else the system's)")
     parser.add_argument("--json", action="store_true", help="JSON only (the default prints it indented)")
     args = parser.parse_args(argv)
+    out = _result_stream()
     try:
         result = probe_as_node(args.config) if args.config else probe(args.library)
     except SettingsError as exc:
         print(f"rayfleet.nccl: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, sort_keys=True, indent=None if args.json else 2))
+    print(json.dumps(result, sort_keys=True, indent=None if args.json else 2), file=out, flush=True)
     if args.config:
         return 0 if result["ok"] else 1
     return 0 if result.get("available") else 1

@@ -25,8 +25,9 @@ HOST_VARS = ("ray_node_role", "ray_node_ip", "ray_version", "ray_auth_mode", "ra
              "ray_node_instance_port_step", *PORT_VARS.values(), *SETTING_VARS, *HEALTH_VARS)
 
 
-# Each other member's variables and facts the cluster plan reads (its address, node instances, names and host key)
-MEMBER_VARS = ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_facts")
+# Each other member's variables and facts the cluster plan reads (its address, node instances, names and host key,
+# and the head's cluster name)
+MEMBER_VARS = ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_facts", "ray_cluster_name")
 
 
 class ActionModule(PlanAction):
@@ -44,6 +45,9 @@ class ActionModule(PlanAction):
         if settings.get("ray_node_role") == "worker" and not settings.get("ray_head_address") and heads:
             head_vars = hostvars.get(heads[0], {})
             settings["ray_head_address"] = member_ip(heads[0], {key: head_vars.get(key) for key in MEMBER_VARS})
+        # the GCS port is the head's: a worker follows the head's ray_gcs_port, whichever host or group sets it
+        if settings.get("ray_node_role") == "worker" and heads:
+            settings["ray_head_gcs_port"] = self._head_gcs_port(host, heads[0], args, hostvars)
         # the token's path and the image archive are the controller's (the action runs there)
         mine = host_plan(host, settings, task_vars.get("group_names", []), is_file=os.path.isfile,
                          is_dir=os.path.isdir)
@@ -54,7 +58,7 @@ class ActionModule(PlanAction):
             monitoring = {key: hv.get(key) for key in MEMBER_MONITORING_VARS}
             if name == host:  # this host's own values as the role sees them (with the role's defaults)
                 return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
-                        "ansible_host": task_vars.get("ansible_host"),
+                        "ansible_host": task_vars.get("ansible_host"), "ray_cluster_name": settings["ray_cluster_name"],
                         "ansible_facts": task_vars.get("ansible_facts") or {}, **monitoring}
             theirs = {key: hv.get(key) for key in MEMBER_VARS}
             return {**theirs, **monitoring}
@@ -62,3 +66,15 @@ class ActionModule(PlanAction):
         cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or ())
         return {"host": mine, "cluster": cluster}
+
+    def _head_gcs_port(self, host, head, args, hostvars):
+        """The port the head's GCS listens on: the head's ray_gcs_port as its inventory (or -e) sets it; where it sets
+        none, the ray role's default, which is this host's own value unless its own inventory sets one."""
+        head_vars = hostvars.get(head) or {}
+        if head_vars.get("ray_gcs_port") is not None:
+            return head_vars["ray_gcs_port"]
+        if "ray_gcs_port" not in (hostvars.get(host) or {}):
+            return args.get("ray_gcs_port")
+        role = getattr(self._task, "_role", None)
+        default = role.get_default_vars().get("ray_gcs_port") if role is not None else None
+        return self._templar.template(default) if default is not None else args.get("ray_gcs_port")

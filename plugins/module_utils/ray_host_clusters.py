@@ -106,6 +106,15 @@ def unwanted(found, cluster_name, role, instance_names):
     return out
 
 
+def head_host(address):
+    """The host of a head's host:port ([v6]:port, or a bare host): a head that moves its GCS port (ray_gcs_port) is
+    the same head, not another cluster's."""
+    address = str(address or "").strip()
+    if address.startswith("["):
+        return address[1:].partition("]")[0]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
 def collisions(found, me):
     """Why this cluster cannot be configured beside the ones found on the host (empty: it fits). me: name, role,
     head (the head's host:port this node joins, or its own address for a head), ports (every port its nodes take),
@@ -114,7 +123,8 @@ def collisions(found, me):
     readable = _readable(found)
     if me["role"] == "worker":
         for cluster in readable:
-            if cluster["name"] == me["name"] and cluster["role"] == "worker" and cluster["head_address"] != me["head"]:
+            if (cluster["name"] == me["name"] and cluster["role"] == "worker"
+                    and head_host(cluster["head_address"]) != head_host(me["head"])):
                 problems.append(
                     "the name is already the cluster whose head is %s (%s), not %s - another cluster claims this "
                     "name; pick another ray_cluster_name, or run playbooks/down.yml for the old cluster and remove "

@@ -295,6 +295,12 @@ host:
         or its default, empty on a baked one (its launch file names the head); on the head, its own IP.
       type: str
       returned: success
+    gcs_address:
+      description: The same with the GCS port, C(host:port) (an IPv6 address in brackets) - a worker's with the head's
+        O(ray_gcs_port) (the head's inventory value, else the ray role's default; a worker follows the head's port
+        whatever its own says), the head's with its own; empty on a baked worker.
+      type: str
+      returned: success
     ns:
       description: C(-<ray_cluster_name>), or empty.
       type: str
@@ -361,6 +367,11 @@ cluster:
       returned: success
     head_ip:
       description: The head's cluster IP.
+      type: str
+      returned: success
+    cluster_name:
+      description: The head's C(ray_cluster_name) (empty for the host's one unnamed cluster), which names its settings
+        file and units; hosts outside the cluster (a submit host) read them by it.
       type: str
       returned: success
     addresses:

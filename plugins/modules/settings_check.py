@@ -16,7 +16,10 @@ description:
     variables have a plan of their own (M(rayfleet.cluster.pytorch_plan), M(rayfleet.cluster.apex_plan),
     M(rayfleet.cluster.nccl_plan), ...).
   - "C(common): C(common_sysctl_apply) is C(auto), true or false (the words Ansible's C(bool) filter takes);
-    C(common_extra_ca_certificates) a list of files on the controller, no two installed under one name."
+    C(common_extra_ca_certificates) a list of files on the controller, no two installed under one name; the limits
+    C(common_nofile_limit) (1 to the kernel's ceiling, 1073741816) and C(common_nproc_limit) (>= 1) whole numbers;
+    C(common_apt_cache_valid_time) whole seconds >= 0; C(common_user_uid) and C(common_group_gid) null or 1 to
+    4294967294 (not root's 0); C(common_sysctl) kernel parameter names mapped to values on one line."
   - "C(image_cleanup): C(image_cleanup_extra_paths) a list of absolute paths below a top-level directory (never C(/),
     C(/etc), C(/usr), ..., normalized first); C(image_cleanup_max_log_bytes) a whole number >= 0;
     C(image_cleanup_hold_packages) a list of package names or globs; C(image_cleanup_disable_auto_upgrades),
@@ -58,6 +61,12 @@ EXAMPLES = r"""
     settings:
       common_sysctl_apply: auto
       common_extra_ca_certificates: [/etc/pki/proxy-ca.pem]
+      common_nofile_limit: 65536
+      common_nproc_limit: 65536
+      common_apt_cache_valid_time: 3600
+      common_user_uid: null
+      common_group_gid: null
+      common_sysctl: {net.core.somaxconn: 4096}
 """
 
 RETURN = r"""

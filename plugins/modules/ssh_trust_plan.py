@@ -21,8 +21,9 @@ description:
     C(all); O(ssh_trust_user) a user name (no blanks or colons); O(ssh_trust_rotate), O(ssh_trust_restrict_source)
     and O(ssh_trust_sshd_harden) true or false (the words Ansible's C(bool) filter takes);
     O(ssh_trust_extra_authorized_keys) a list of non-empty strings on one line."
-  - "With O(ssh_trust_sshd_harden): O(ssh_trust_sshd_settings) a dict of sshd keywords (letters only, each once in any
-    case) mapped to non-empty strings on one line; and Ansible does not connect to the host with a password
+  - "With O(ssh_trust_sshd_harden): O(ssh_trust_sshd_settings) a dict of sshd keywords (a letter, then letters and
+    digits, each once in any case) mapped to non-empty values on one line (strings; numbers, written as their
+    digits; booleans, written as sshd's C(yes) and C(no)); and Ansible does not connect to the host with a password
     (C(ansible_password), C(ansible_ssh_pass) or C(ansible_ssh_password) set - only their names are read), which
     key-only logins would lock out."
   - Every problem found fails the task at once, each naming the host, the variable, the bad value and what was
@@ -110,6 +111,19 @@ sshd_harden:
   description: O(ssh_trust_sshd_harden) as a boolean.
   returned: success
   type: bool
+sshd_settings:
+  description: O(ssh_trust_sshd_settings) as the drop-in writes them, each value a string (empty without
+    O(ssh_trust_sshd_harden)).
+  returned: success
+  type: dict
+  sample: {PasswordAuthentication: "no", ClientAliveInterval: "60"}
+sshd_options:
+  description: The same settings as C(sshd) command-line options, C(-oKeyword=value) (the role's validate step has the
+    host's C(sshd -T) check them).
+  returned: success
+  type: list
+  elements: str
+  sample: ["-oPasswordAuthentication=no", "-oClientAliveInterval=60"]
 sshd_keywords:
   description: The keywords of O(ssh_trust_sshd_settings) (empty without O(ssh_trust_sshd_harden)).
   returned: success

@@ -23,6 +23,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
+from ansible.module_utils.parsing.convert_bool import boolean as convert_bool
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
 # The ports every node of a host opens itself (shifted per instance slot); the others are the head's or the range.
@@ -278,29 +279,13 @@ def _instance_problems(v, is_gpu_host, role):
 HEALTH_MIN_INTERVAL_S = 10
 HEALTH_VARS = ("ray_health_enabled", "ray_health_interval_s", "ray_health_dir", "ray_health_script_timeout_s",
                "ray_health_drain", "ray_health_textfile_dir")
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
-
 def boolean(value):
-    """value as a bool when Ansible's bool filter takes it for one (True/False, 1/0, yes/no, on/off, true/false, '1'/'0'
-    in any case), else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return {1: True, 0: False}.get(value)
-    if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
-    return None
-
-
-def _boolean(value):
-    """value as a bool when it is one (or the words Ansible takes for one), else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
-    return None
+    """value as a bool when Ansible's ``bool`` (the argument specs' type, the bool filter) takes it for one: True/False,
+    1/0 (ints and floats), and yes/no, on/off, true/false, y/n, t/f, 1/0 as text in any case; else None."""
+    try:
+        return convert_bool(value, strict=True)
+    except TypeError:
+        return None
 
 
 def _abs_path(value):
@@ -312,9 +297,9 @@ def _health_problems(host, v):
     if not any(var in v for var in HEALTH_VARS):
         return []
     out = []
-    enabled = _boolean(v.get("ray_health_enabled"))
+    enabled = boolean(v.get("ray_health_enabled"))
     for var in ("ray_health_enabled", "ray_health_drain"):
-        if _boolean(v.get(var)) is None:
+        if boolean(v.get(var)) is None:
             out.append("ray on %s: %s is %s; expected true or false." % (host, var, _json(v.get(var))))
     if enabled is False:
         return out
@@ -563,7 +548,12 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
         problems.append("ray on %s: ray_object_store_memory is %s; expected bytes, at least %d (75 MiB, Ray's floor), "
                         "or null for Ray's default." % (host, _json(store), MIN_OBJECT_STORE))
     temp_dir = v.get("ray_temp_dir")
-    if not isinstance(temp_dir, str) or not temp_dir.startswith("/") or any(c.isspace() for c in temp_dir):
+    name = v.get("ray_cluster_name")
+    # a bad cluster name is named itself (_service_problems), not through the temp dir the ray role derives from it
+    derived = isinstance(name, str) and bool(name) and not _matches(CLUSTER_NAME, name) and (
+        isinstance(temp_dir, str) and temp_dir.endswith("-" + name))
+    if not derived and (not isinstance(temp_dir, str) or not temp_dir.startswith("/")
+                        or any(c.isspace() for c in temp_dir)):
         problems.append("ray on %s: ray_temp_dir is %s; expected an absolute path without spaces."
                         % (host, _json(temp_dir)))
     instance_problems = _instance_problems(v, "gpu" in groups, role)
@@ -606,14 +596,24 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
             "temp_dir": v["ray_temp_dir"] + ("_%s" % name if name else ""),
             "node_name": "%s/%s" % (node_ip, name) if name else "",
         })
-    _check_ports(host, v, base, instances, span)
+    _check_ports(host, v, base, instances, span=span, slot_count=slot_count)
+    head_address = str(v.get("ray_head_address") or "") if role == "worker" else node_ip
+    head_gcs_port = base["gcs"]
+    if role == "worker" and v.get("ray_head_gcs_port") is not None:
+        head_gcs_port = _whole(v["ray_head_gcs_port"])
+        if head_gcs_port is None or not 1 <= head_gcs_port <= 65535:
+            raise PlanError(["ray on %s: the head's ray_gcs_port is %s; expected a port number 1-65535 (a worker "
+                             "reaches the head's GCS at the head's port)." % (host, _json(v["ray_head_gcs_port"]))])
     return {
         "host": host,
         "role": role,
         "node_ip": node_ip,
         # where this host's Ray reaches the head's GCS: ray_head_address on a worker ('' on a baked one: its launch
         # file names the head), its own IP on the head
-        "head_address": str(v.get("ray_head_address") or "") if role == "worker" else node_ip,
+        "head_address": head_address,
+        # and with the head's GCS port (the head's ray_gcs_port, which a worker follows): host:port, '' on a baked
+        # worker
+        "gcs_address": with_port(head_address, head_gcs_port) if head_address else "",
         "ns": ns,
         "slot_count": slot_count,
         "instances": instances,
@@ -631,25 +631,61 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
     }
 
 
-def _check_ports(host, v, base, instances, span):
-    single = [base[k] for k in HEAD_PORTS] + [i["ports"][k] for i in instances for k in SHIFTED_PORTS]
+def _port_labels(v, instances):
+    """(the variable a Ray port comes from, in the operator's words, its number) for every single port of the host's
+    nodes: the head's ports and slot 0's by their ray_*_port, an instance's shifted ones by ray_*_port + its slot x
+    ray_node_instance_port_step."""
+    out = [(PORT_VARS[key], instances[0]["ports"][key]) for key in HEAD_PORTS]
+    for inst in instances:
+        for key in SHIFTED_PORTS:
+            label = PORT_VARS[key]
+            if inst["slot"]:
+                label = "%s + %d x ray_node_instance_port_step %s (instance %s)" % (
+                    label, inst["slot"], _json(v.get("ray_node_instance_port_step")), inst["name"])
+            out.append((label, inst["ports"][key]))
+    return out
+
+
+def _check_ports(host, v, base, instances, *, span, slot_count):
+    """Each Ray port in 1-65535, each different, and none inside the worker port range (each instance's slice of it
+    2 ports at least): every problem named by the variables it comes from."""
+    labelled = _port_labels(v, instances)
     lo, hi = base["min_worker"], base["max_worker"]
-    if (all(1 <= p <= 65535 for p in single) and len(set(single)) == len(single) and lo >= 1 and hi <= 65535
-            and lo < hi and span >= 2 and not [p for p in single if lo <= p <= hi]):
-        return
-    shown = _json(instances[0]["ports"])
-    if len(instances) > 1:
-        shown += " and those of the other instances, %s" % _json([i["ports"] for i in instances[1:]])
-    more = ""
-    if v.get("ray_node_instances"):
-        more = (" (ray_node_instances: the instance in slot s has the ray_*_port values + s * "
-                "ray_node_instance_port_step %s, and the s-th of %d equal slices of the worker port range, each of 2 "
-                "ports at least; a larger step or range moves them apart)"
-                % (v.get("ray_node_instance_port_step"), len(instances) if v.get("ray_node_instance_slots") is None
-                   else v.get("ray_node_instance_slots")))
-    raise PlanError(["Ray ports on %s: %s; expected ports 1-65535, all different, ray_min_worker_port < "
-                     "ray_max_worker_port, and none of the others inside the worker port range%s."
-                     % (host, shown, more)])
+    problems = []
+    for label, port in [*labelled, ("ray_min_worker_port", lo), ("ray_max_worker_port", hi)]:
+        if not 1 <= port <= 65535:
+            problems.append("%s is %d; expected a port number 1-65535." % (label, port))
+    by_port = {}
+    for label, port in labelled:
+        by_port.setdefault(port, []).append(label)
+    for port, labels in sorted(by_port.items()):
+        if len(labels) > 1:
+            problems.append("%s are %s %d; expected each Ray port different." % (
+                " and ".join(labels), "both" if len(labels) == 2 else "all", port))
+    if lo >= hi:
+        problems.append("ray_min_worker_port %d is not below ray_max_worker_port %d; expected a range low-high."
+                        % (lo, hi))
+    elif span < 2:
+        problems.append("the worker port range %d-%d split in %d slots (ray_node_instance_slots) leaves %d port(s) "
+                        "each; expected 2 at least: a wider range or fewer slots." % (lo, hi, slot_count, span))
+    for label, port in labelled:
+        if lo <= port <= hi:
+            problems.append("%s is %d, inside the worker port range %d-%d (ray_min_worker_port-ray_max_worker_port); "
+                            "expected a port outside it." % (label, port, lo, hi))
+    if problems:
+        raise PlanError(["ray on %s: %s" % (host, problem) for problem in problems])
+
+
+def with_port(address, port):
+    """host:port of a host name or address; an IPv6 address in brackets; an address that names its port already
+    (host:port, [v6]:port) as it is."""
+    if address.startswith("[") and "]:" in address:
+        return address
+    if address.count(":") == 1:
+        return address
+    if ":" in address:
+        return "[%s]:%d" % (address.strip("[]"), port)
+    return "%s:%d" % (address, port)
 
 
 def expected_of(host, ip, instance_names):
@@ -719,7 +755,7 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
-    ansible_facts, and MEMBER_MONITORING_VARS where set).
+    ansible_facts, ray_cluster_name, and MEMBER_MONITORING_VARS where set).
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
     members = list(head) + [w for w in workers if w not in head]
@@ -738,7 +774,11 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
     found = [a for host in members for a in addresses[host]]
     # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
     sources = list(dict.fromkeys([a for a in found if ":" not in a] + [a for a in found if ":" in a]))
+    # the head's ray_cluster_name: the name of its settings file and units, which hosts outside the cluster (a submit
+    # host) read
+    name = str(hostvars_of(members[0]).get("ray_cluster_name") or "") if head else ""
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
+            "cluster_name": name,
             "known_hosts": known_hosts, "monitoring": monitoring,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

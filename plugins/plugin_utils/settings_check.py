@@ -17,6 +17,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
+import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
     _json,
@@ -67,7 +68,15 @@ def _number(value):
 
 # ---- common ----
 
-COMMON_VARS = ("common_sysctl_apply", "common_extra_ca_certificates")
+COMMON_VARS = ("common_sysctl_apply", "common_extra_ca_certificates", "common_nofile_limit", "common_nproc_limit",
+               "common_apt_cache_valid_time", "common_user_uid", "common_group_gid", "common_sysctl")
+# The kernel's ceiling for an open-files limit (fs.nr_open can be raised at most this far; a larger nofile, or
+# "unlimited", makes PAM's setrlimit fail and the user's logins with it)
+NOFILE_MAX = 1073741816
+# The largest uid or gid (2^32 - 2: -1 means "no change" to the kernel)
+ID_MAX = 4294967294
+# A kernel parameter's name as sysctl.d takes it: dotted (or slashed) lowercase words
+SYSCTL_NAME = re.compile(r"^[a-z0-9_*-]+([./][a-z0-9_*-]+)+$")
 
 
 def _ca_name(path):
@@ -75,7 +84,38 @@ def _ca_name(path):
     return "rayfleet-%s.crt" % re.sub(r"\.(pem|crt)$", "", posixpath.basename(path))
 
 
+def _check_common_numbers(s):
+    """The numbers common writes, against what takes them: limits.d's nofile and nproc (PAM's setrlimit), apt's cache
+    age, and the Ray user's uid and gid (not root's 0)."""
+    if _whole(s.v.get("common_nofile_limit"), 1) is None or _whole(s.v.get("common_nofile_limit")) > NOFILE_MAX:
+        s.bad("common_nofile_limit", "open files, a whole number 1-%d (the kernel's ceiling; limits.d writes it for "
+              "common_user)" % NOFILE_MAX)
+    if _whole(s.v.get("common_nproc_limit"), 1) is None:
+        s.bad("common_nproc_limit", "processes, a whole number >= 1 (limits.d writes it for common_user)")
+    if _whole(s.v.get("common_apt_cache_valid_time")) is None:
+        s.bad("common_apt_cache_valid_time", "seconds, a whole number >= 0")
+    for var, what in (("common_user_uid", "uid"), ("common_group_gid", "gid")):
+        value = s.v.get(var)
+        if value is not None and (_whole(value, 1) is None or _whole(value) > ID_MAX):
+            s.bad(var, "null (the system picks one) or a %s 1-%d (0 is root's)" % (what, ID_MAX))
+    sysctl = s.v.get("common_sysctl")
+    if not isinstance(sysctl, Mapping):
+        s.bad("common_sysctl", "a mapping of kernel parameters (net.core.somaxconn) to values")
+        return
+    names = [key for key in sysctl if not (isinstance(key, str) and SYSCTL_NAME.match(key))]
+    values = [value for value in sysctl.values()
+              if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip()
+              or any(c in str(value) for c in "\n\r")]
+    if names or values:
+        s.problem("common_sysctl is %s: %s; expected kernel parameter names (dotted lowercase words, such as "
+                  "net.core.somaxconn) mapped to values on one line (numbers or strings)." % (_json(sysctl), "; ".join(
+                      part for part in ("the names %s are no kernel parameter names" % _json(names) if names else "",
+                                        "the values %s are no sysctl values" % _json(values) if values else "")
+                      if part)))
+
+
 def check_common(s, is_file):
+    _check_common_numbers(s)
     value = s.v.get("common_sysctl_apply")
     if value != "auto" and boolean(value) is None:
         s.bad("common_sysctl_apply", "auto (yes except inside containers), true or false")
@@ -143,7 +183,8 @@ PREFLIGHT_BOOLEANS = ("preflight_ssh_check", "preflight_storage_check", "preflig
                       "preflight_collective", "preflight_pairwise", "preflight_pair_concurrent")
 PREFLIGHT_SIZES = ("preflight_min_bytes", "preflight_max_bytes", "preflight_pair_bytes")
 PREFLIGHT_VARS = ("preflight_backend", *PREFLIGHT_SIZES, "preflight_warmup_iters", "preflight_iters",
-                  "preflight_nodes", "preflight_pair_ratio", "preflight_pair_ring_max", "preflight_min_busbw_gbps",
+                  "preflight_nodes", "preflight_pair_ratio", "preflight_pair_ring_max", "preflight_instance_type",
+                  "preflight_min_busbw_gbps",
                   "preflight_expect_network", "preflight_nccl_env", "preflight_timeout", "preflight_allow_missing",
                   "preflight_dcgm_diag_level", "preflight_dcgm_required", "preflight_expect_gpus",
                   *PREFLIGHT_BOOLEANS)
@@ -175,6 +216,34 @@ def size_bytes(text):
     return int(match.group(1)) * SIZE_UNITS[(match.group(2) or "")[:1].upper()]
 
 
+# The preflight role's data file: the bandwidth floor and network of each known instance type
+THRESHOLDS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles",
+                          "preflight", "files", "busbw_thresholds.yml")
+
+
+def known_instance_types(path=THRESHOLDS):
+    """The instance types the preflight's data file has a floor for, sorted."""
+    with open(path, encoding="utf-8") as handle:
+        return sorted(yaml.safe_load(handle)["instance_types"])
+
+
+def _check_instance_type(s, floor):
+    """A preflight_instance_type the data file does not know would run the preflight with no bandwidth floor: a typo
+    must not switch the floor off. Refused unless preflight_min_busbw_gbps gives the floor itself."""
+    kind = s.v.get("preflight_instance_type")
+    if kind in ("", None):
+        return
+    if not isinstance(kind, str):
+        s.bad("preflight_instance_type", "empty (read from the head's DMI product name) or an instance type name")
+        return
+    known = known_instance_types()
+    if kind not in known and floor is None:
+        s.problem("preflight_instance_type is %s, which the preflight's data file (busbw_thresholds.yml) has no "
+                  "bandwidth floor for: the preflight would run with none. Expected one of %s, or the floor for this "
+                  "hardware in preflight_min_busbw_gbps (GB/s; 0 for none, knowingly)." % (_json(kind),
+                                                                                             ", ".join(known)))
+
+
 def check_preflight(s, inventory_nodes):
     """inventory_nodes: how many hosts ray_head and ray_worker hold together (the all-reduce spans at most these)."""
     v = s.v
@@ -197,6 +266,7 @@ def check_preflight(s, inventory_nodes):
     if floor is not None and (_number(floor) is None or _number(floor) < 0):
         s.bad("preflight_min_busbw_gbps", "null (the floor of preflight_instance_type from the data file) or GB/s "
               ">= 0 (0: no floor)")
+    _check_instance_type(s, floor)
     network = v.get("preflight_expect_network")
     if network is not None and _list(network) is None:
         s.bad("preflight_expect_network", "null (the network of preflight_instance_type from the data file) or a "

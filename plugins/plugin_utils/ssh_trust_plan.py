@@ -28,7 +28,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
 )
 
 PRIVATE_KEY_ON = ("head", "all")
-SSHD_KEYWORD = re.compile(r"^[A-Za-z]+$")
+# an sshd keyword: letters, then letters and digits (X11Forwarding)
+SSHD_KEYWORD = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 # The connection variables that make Ansible log in with a password (the ssh connection plugin's)
 PASSWORD_VARS = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
 BOOLEAN_VARS = ("ssh_trust_rotate", "ssh_trust_restrict_source", "ssh_trust_sshd_harden")
@@ -77,23 +78,35 @@ def _check_authorized_keys(v, bad, problem):
         problem("ssh_trust_extra_authorized_keys has %s; expected %s." % (_json(wrong), expected))
 
 
+def sshd_value(value):
+    """An sshd setting's value as the drop-in writes it: a string as it is, a number as its digits, a YAML boolean as
+    sshd's own words for one (yes, no); None for what is no scalar (a list, a mapping, null)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value if isinstance(value, str) else None
+
+
 def _check_sshd_settings(v, bad, problem):
     settings = v.get("ssh_trust_sshd_settings")
-    expected = ("sshd keywords mapped to string values (quote yes/no: \"no\"), each keyword once, e.g. "
-                "{\"PasswordAuthentication\": \"no\"}")
+    expected = ("sshd keywords mapped to values on one line (strings, numbers, or true/false for yes/no), each "
+                "keyword once, e.g. {\"PasswordAuthentication\": \"no\", \"ClientAliveInterval\": 60}")
     if not isinstance(settings, dict):
         bad("ssh_trust_sshd_settings", expected)
         return
     keywords = [key for key in settings if not (isinstance(key, str) and SSHD_KEYWORD.match(key))]
-    values = [value for value in settings.values() if not (_one_line(value) and value.strip())]
+    values = [value for value in settings.values()
+              if not (_one_line(sshd_value(value)) and sshd_value(value).strip())]
     lowered = [key.lower() for key in settings if isinstance(key, str)]
     twice = sorted({key for key in settings if isinstance(key, str) and lowered.count(key.lower()) > 1})
     if keywords or values or twice:
         found = []
         if keywords:
-            found.append("the keywords %s are not sshd keywords (letters only)" % _json([str(k) for k in keywords]))
+            found.append("the keywords %s are not sshd keywords (a letter, then letters and digits)"
+                         % _json([str(k) for k in keywords]))
         if values:
-            found.append("the values %s are not strings on one line" % _json(values))
+            found.append("the values %s are not values on one line" % _json(values))
         if twice:
             found.append("%s name one keyword (sshd reads keywords in any case and keeps the first)" % _json(twice))
         problem("ssh_trust_sshd_settings is %s: %s; expected %s." % (_json(settings), "; ".join(found), expected))
@@ -140,12 +153,16 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
     if problems:
         raise PlanError(problems)
 
-    settings = v["ssh_trust_sshd_settings"] if harden else {}
+    settings = {key: sshd_value(value) for key, value in v["ssh_trust_sshd_settings"].items()} if harden else {}
     return {
         "holds_key": v["ssh_trust_private_key_on"] == "all" or host in heads,
         "rotate": boolean(v["ssh_trust_rotate"]),
         "restrict_source": boolean(v["ssh_trust_restrict_source"]),
         "sshd_harden": harden,
+        # keyword -> value as the drop-in writes it (the host's sshd checks each one before anything changes)
+        "sshd_settings": settings,
+        # the same as sshd's command-line options (-oKeyword=value), for the host's sshd to check them
+        "sshd_options": ["-o%s=%s" % item for item in settings.items()],
         "sshd_keywords": list(settings),
         "sshd_expected": sshd_effective_lines(settings),
     }

@@ -31,6 +31,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     PlanError,
     _json,
     account,
+    boolean,
     check_hostname,
     check_ip,
     check_ownership,
@@ -52,8 +53,6 @@ EFS_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
 # Mount options as fstab takes them: comma-separated, no blanks
 MOUNT_OPTIONS = re.compile(r"^[^\s,]+(,[^\s,]+)*$")
-_TRUE = ("true", "yes", "on", "1", "y", "t")
-_FALSE = ("false", "no", "off", "0", "n", "f")
 # amazon-efs-utils on Debian/Ubuntu: a URL (downloaded, checked against its sha256) or a path on the host
 URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -66,17 +65,6 @@ SOURCE_EXPECTED = ("efs-utils' source release as an https URL with its checksum 
                    "absolute path of a file on the controller")
 MOUNT_EXPECTED = ("Each mount of shared_storage_mounts is a dict of %s; see the shared_storage role's "
                   "defaults/main.yml." % ", ".join(MOUNT_KEYS))
-
-
-def _boolean(value):
-    """value as a bool when it is one (or a word Ansible's bool filter takes for one), else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
-    return None
 
 
 def _seconds(value):
@@ -133,7 +121,7 @@ def _check_globals(host, v, problems):
         bad("shared_storage_on_degraded", "warn or fail")
     if _seconds(v.get("shared_storage_probe_timeout")) is None:
         bad("shared_storage_probe_timeout", "seconds, a number > 0")
-    if _boolean(v.get("shared_storage_efs_tls")) is None:
+    if boolean(v.get("shared_storage_efs_tls")) is None:
         bad("shared_storage_efs_tls", "true or false")
     if not isinstance(v.get("shared_storage_nfs_options"), str) or not MOUNT_OPTIONS.match(
             v["shared_storage_nfs_options"]):
@@ -165,7 +153,7 @@ def _check_mount(mount, v, nfs_servers):
     if "options" in item and not (isinstance(item["options"], str) and MOUNT_OPTIONS.match(item["options"])):
         mount.bad("options", "mount options, comma-separated, without blanks (they replace the recommended ones)")
     check_ownership(mount, item, "the mount point", "0775")
-    if "tls" in item and _boolean(item["tls"]) is None:
+    if "tls" in item and boolean(item["tls"]) is None:
         mount.bad("tls", "true or false")
     if mount_type == "efs":
         if not (isinstance(item.get("efs_id"), str) and EFS_ID.match(item["efs_id"])):
@@ -201,7 +189,7 @@ def _check_mount(mount, v, nfs_servers):
 def _resolve(item, v, address_of):
     """One mount resolved (the fields the shared_storage role reads); item and v are checked already."""
     efs = item.get("type", "nfs") == "efs"
-    tls = efs and _boolean(item.get("tls", v.get("shared_storage_efs_tls")))
+    tls = efs and boolean(item.get("tls", v.get("shared_storage_efs_tls")))
     efs_id = item.get("efs_id", "")
     if efs:
         server = "%s.efs.%s.amazonaws.com" % (efs_id, item.get("region", v.get("shared_storage_efs_region")))

@@ -12,6 +12,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,13 @@ FAKE_NCCL = r"""
 #include <arpa/inet.h>
 #include <netinet/in.h>
 typedef struct { char internal[128]; } ncclUniqueId;
-int ncclGetVersion(int *v) { *v = 23007; return 0; }
+#include <stdio.h>
+int ncclGetVersion(int *v) {
+    /* NCCL_DEBUG=INFO: NCCL's own lines on stdout, as the real library writes them */
+    const char *debug = getenv("NCCL_DEBUG");
+    if (debug && strcmp(debug, "INFO") == 0) { printf("host:1:1 [0] NCCL INFO NCCL version 2.30.7\n"); fflush(stdout); }
+    *v = 23007; return 0;
+}
 const char *ncclGetErrorString(int rc) { return rc == 2 ? "unhandled system error" : "no error"; }
 const char *ncclGetLastError(void *comm) { return "Bootstrap : no socket interface found"; }
 int ncclGetUniqueId(ncclUniqueId *id) {
@@ -110,6 +117,28 @@ def test_probe_reports_a_failed_bootstrap_with_nccls_words(tmp_path, monkeypatch
     result = nccl.probe(lib)
     assert result["bootstrap"]["error"] == "unhandled system error: Bootstrap : no socket interface found"
     assert "NCCL bootstrap failed with NCCL_SOCKET_IFNAME='=nosuch0'" in nccl.verdict(result, "192.0.2.2")["reason"]
+
+
+@needs_gcc
+def test_nccls_debug_lines_do_not_break_the_probes_json(tmp_path):
+    """NCCL_DEBUG=INFO (nccl_env), the first thing anyone sets to debug NCCL, makes NCCL print on stdout: the probe's
+    stdout holds its JSON alone, and NCCL's lines go to stderr."""
+    lib = _build(tmp_path, FAKE_NCCL, "libnccl_fake")
+    env = {"PYTHONPATH": str(ROOT / "library_py"), "NCCL_DEBUG": "INFO", "PATH": "/usr/bin:/bin"}
+    child = subprocess.run([sys.executable, "-m", "rayfleet.nccl", "--json", "--library", lib], env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout)["version"] == "2.30.7"
+    assert "NCCL INFO NCCL version 2.30.7" in child.stderr
+
+
+def test_a_probe_that_gives_no_result_says_what_it_printed():
+    quiet = subprocess.CompletedProcess(["python", "-m", "rayfleet.nccl", "--json"], 0, stdout="NCCL INFO x\n",
+                                        stderr="")
+    assert nccl.probe_failure(quiet) == ("the NCCL probe (-m rayfleet.nccl --json) gave no result (exit 0): "
+                                         "NCCL INFO x")
+    dead = subprocess.CompletedProcess(["python", "-m", "rayfleet.nccl"], -11, stdout="", stderr="")
+    assert nccl.probe_failure(dead).endswith("(exit -11): it printed nothing")
 
 
 def test_probe_without_a_library_says_so(tmp_path):

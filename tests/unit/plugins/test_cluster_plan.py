@@ -110,16 +110,27 @@ def test_instances_on_the_head_are_refused():
     assert "this host is the head (instances are workers)" in problems(extra)
 
 
-@pytest.mark.parametrize("extra", [
-    {"ray_dashboard_port": 6379},
-    {"ray_node_manager_port": 10500},
-    {"ray_min_worker_port": 12000},
-    {"ray_runtime": "container", "ray_node_instance_port_step": 1,
-     "ray_node_instances": [{"name": "a"}, {"name": "b"}]},
+@pytest.mark.parametrize(("extra", "words"), [
+    ({"ray_dashboard_port": 6379},
+     ["ray on node7: ray_gcs_port and ray_dashboard_port are both 6379; expected each Ray port different."]),
+    ({"ray_gcs_port": 70000}, ["ray on node7: ray_gcs_port is 70000; expected a port number 1-65535."]),
+    ({"ray_max_worker_port": 0}, ["ray on node7: ray_max_worker_port is 0; expected a port number 1-65535.",
+                                   "ray_min_worker_port 10002 is not below ray_max_worker_port 0"]),
+    ({"ray_node_manager_port": 10500},
+     ["ray on node7: ray_node_manager_port is 10500, inside the worker port range 10002-11999 "
+      "(ray_min_worker_port-ray_max_worker_port); expected a port outside it."]),
+    ({"ray_min_worker_port": 12000}, ["ray_min_worker_port 12000 is not below ray_max_worker_port"]),
+    ({"ray_runtime": "container", "ray_node_instance_port_step": 1,
+      "ray_node_instances": [{"name": "a"}, {"name": "b"}]},
+     ["ray_node_manager_port and ray_object_manager_port + 1 x ray_node_instance_port_step 1 (instance b) are both "
+      "8077; expected each Ray port different."]),
 ])
-def test_ports_that_clash_fail_naming_the_host(extra):
+def test_ports_that_clash_fail_naming_the_variables_and_the_host(extra, words):
+    """Each problem is named by the ray_*_port variables the ports come from, not by the plan's derived ports."""
     text = problems(extra)
-    assert text.startswith("Ray ports on node7: ") and "all different" in text
+    for expected in words:
+        assert expected in text
+    assert '"dashboard":' not in text and '"gcs":' not in text
 
 
 @pytest.mark.parametrize(("var", "value", "words"), [
@@ -251,3 +262,15 @@ def test_the_units_the_firewall_starts_before():
         "ray-teamb-head.service", "ray-teamb-worker.service"]
     plan = host_plan("node7", worker(ray_runtime="container", ray_node_instances=[{"name": "a"}, {"name": "b"}]))
     assert plan["any_role_units"] == ["ray-head.service", "ray-worker-a.service", "ray-worker-b.service"]
+
+
+@pytest.mark.parametrize("name", ["team a", "team/a", "Team"])
+def test_a_bad_cluster_name_is_named_itself_not_the_temp_dir_made_from_it(name):
+    text = problems({"ray_cluster_name": name, "ray_temp_dir": "/tmp/ray-" + name})
+    assert f'ray on node7: ray_cluster_name is "{name}"; expected lowercase letters, digits' in text
+    assert "ray_temp_dir" not in text
+
+
+def test_a_temp_dir_of_its_own_with_a_space_is_still_named():
+    text = problems({"ray_cluster_name": "team a", "ray_temp_dir": "/scratch/ray tmp"})
+    assert 'ray_temp_dir is "/scratch/ray tmp"; expected an absolute path without spaces' in text

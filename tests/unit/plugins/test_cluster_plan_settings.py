@@ -285,3 +285,42 @@ def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_nam
     assert head_address(facts, role="head") == required["ray_node_ip"]
     with pytest.raises(PlanError, match=r'ray_head_address is ""; expected .*is that group empty\?'):
         head_address({}, heads=())
+
+
+class _Role:
+    """The ray role as the action sees it through its task: its defaults."""
+
+    @staticmethod
+    def get_default_vars():
+        return {"ray_gcs_port": DEFAULTS["ray_gcs_port"]}
+
+
+def _gcs_address(hostvars, role="worker", address=""):
+    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+    task_vars = {"groups": {"ray_head": ["h"], "ray_worker": ["node7"]}, "hostvars": hostvars,
+                 "group_names": ["ray_worker"]}
+    args = {**required, "ray_node_role": role, "ray_head_address": address,
+            "ray_gcs_port": (hostvars.get("node7") or {}).get("ray_gcs_port", DEFAULTS["ray_gcs_port"])}
+    action = object.__new__(ActionModule)
+    action._task = type("Task", (), {"_role": _Role()})()
+    action._templar = type("Templar", (), {"template": staticmethod(lambda value: value)})()
+    return ActionModule.plan(action, "node7", args, task_vars, {})["host"]["gcs_address"]
+
+
+def test_a_worker_follows_the_heads_gcs_port_whoever_sets_it():
+    """The GCS port is the head's: ray_gcs_port in the head's host_vars alone moves every worker's head address with
+    it; a worker's own value that the head does not share is not where the head listens, so the worker still goes
+    to the head's (the role's default)."""
+    head = {"ray_node_ip": "10.0.0.1"}
+    assert _gcs_address({"h": head}) == "10.0.0.1:6379"
+    assert _gcs_address({"h": {**head, "ray_gcs_port": 6390}}) == "10.0.0.1:6390"
+    assert _gcs_address({"h": {**head, "ray_gcs_port": 6390}, "node7": {"ray_gcs_port": 6400}}) == "10.0.0.1:6390"
+    assert _gcs_address({"h": head, "node7": {"ray_gcs_port": 6400}}) == "10.0.0.1:6379"
+    assert _gcs_address({"h": {"ray_node_ip": "fd00::1", "ray_gcs_port": 6390}}) == "[fd00::1]:6390"
+    assert _gcs_address({"h": head}, address="head.example.com:7000") == "head.example.com:7000"
+    assert _gcs_address({"h": head}, role="head") == "10.0.0.5:6379"
+
+
+def test_a_heads_gcs_port_that_is_no_port_fails_on_the_worker_too():
+    with pytest.raises(PlanError, match=r"ray on node7: the head's ray_gcs_port is \"sixty\"; expected a port"):
+        _gcs_address({"h": {"ray_node_ip": "10.0.0.1", "ray_gcs_port": "sixty"}})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
+from ansible.module_utils.parsing.convert_bool import boolean as convert_bool
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     boolean,
     check_hostname,
@@ -16,12 +17,24 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (True, True), (False, False), (1, True), (0, False), ("yes", True), ("No", False), ("ON", True), ("off", False),
-    ("true", True), ("False", False), ("1", True), ("0", False),
-    (2, None), (None, None), ("", None), ("maybe", None), ([], None), (1.5, None),
+    (True, True), (False, False), (1, True), (0, False), (1.0, True), ("yes", True), ("No", False), ("ON", True),
+    ("off", False), ("true", True), ("False", False), ("1", True), ("0", False), ("y", True), ("F", False),
+    (" yes ", True), (2, None), (None, None), ("", None), ("maybe", None), ([], None), ({}, None), (1.5, None),
 ])
 def test_boolean_takes_ansibles_words(value, expected):
     assert boolean(value) is expected
+
+
+@pytest.mark.parametrize("value", [True, False, 1, 0, 1.0, 0.0, 2, -1, 1.5, None, "", "yes", "NO", " on ", "y", "t",
+                                   "1", "0", "2", "maybe", [], {}, ["yes"]])
+def test_boolean_agrees_with_the_argument_specs_bool(value):
+    """One parser for every plan, and it agrees with the type bool of the roles' argument specs: what Ansible takes
+    for a bool the plans take for the same bool, and what it refuses they refuse."""
+    try:
+        ansible = convert_bool(value, strict=True)
+    except TypeError:
+        ansible = None
+    assert boolean(value) is ansible
 
 
 def test_every_word_boolean_takes_is_one_ansible_takes():

@@ -77,6 +77,16 @@ def test_a_worker_whose_name_is_another_heads_cluster_is_refused(tmp_path):
                                                        temp_dir="/tmp/ray-teamb")) == []
 
 
+def test_a_head_that_moves_its_gcs_port_is_the_same_cluster(tmp_path):
+    """ray_gcs_port changed on the head: the worker's settings still name the old port, and the worker follows."""
+    settings(tmp_path, "ray-teamb-worker", head_address="10.0.0.99:6379", ports={}, temp_dir="/tmp/ray-teamb")
+    assert collisions(read_clusters(str(tmp_path)), me(name="teamb", head="10.0.0.99:6390",
+                                                       temp_dir="/tmp/ray-teamb")) == []
+    settings(tmp_path, "ray-teamc-worker", head_address="[fd00::9]:6379", ports={}, temp_dir="/tmp/ray-teamc")
+    assert collisions(read_clusters(str(tmp_path)), me(name="teamc", head="[fd00::9]:6390",
+                                                       temp_dir="/tmp/ray-teamc")) == []
+
+
 def test_another_clusters_ports_temp_dir_and_venv_are_named(tmp_path):
     settings(tmp_path, "ray-teamb-worker", venv=tmp_path / "shared", requirements="ray[default]==2.50.0\n",
              ports={"gcs": 6380, "node_manager": 8077, "min_worker": 10005, "max_worker": 20000})

@@ -66,6 +66,32 @@ def test_the_defaults_pass(role):
 
 # ---- common ----
 
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("common_nofile_limit", -1, "common_nofile_limit is -1; expected open files, a whole number 1-1073741816"),
+    ("common_nofile_limit", 0, "common_nofile_limit is 0; expected open files"),
+    ("common_nofile_limit", 2**31, "common_nofile_limit is 2147483648; expected open files, a whole number 1-"),
+    ("common_nproc_limit", -5, "common_nproc_limit is -5; expected processes, a whole number >= 1"),
+    ("common_apt_cache_valid_time", -1, "common_apt_cache_valid_time is -1; expected seconds, a whole number >= 0."),
+    ("common_user_uid", 0, "common_user_uid is 0; expected null (the system picks one) or a uid 1-4294967294 (0 is "
+                           "root's)."),
+    ("common_group_gid", -3, "common_group_gid is -3; expected null (the system picks one) or a gid"),
+    ("common_sysctl", ["vm.max_map_count=1"], 'common_sysctl is ["vm.max_map_count=1"]; expected a mapping'),
+    ("common_sysctl", {"vm max map count": 1, "net.core.somaxconn": "4096\nkernel.x = 1"},
+     'the names ["vm max map count"] are no kernel parameter names; the values ["4096\\nkernel.x = 1"] are no '
+     "sysctl values; expected kernel parameter names"),
+])
+def test_common_numbers_are_checked_against_what_takes_them(var, value, expected):
+    """A negative limit would be written into limits.d on every host: each number common writes is checked against
+    what reads it (PAM's setrlimit, apt, useradd, sysctl) before anything changes."""
+    assert expected in one("common", **{var: value})
+
+
+def test_common_numbers_that_fit_pass():
+    check("common", common_nofile_limit="1048576", common_nproc_limit=1, common_apt_cache_valid_time=0,
+          common_user_uid=2000, common_group_gid="2000", common_sysctl={"net.ipv4.ip_local_port_range": "20000 60000",
+                                                                        "kernel/pid_max": 4194304})
+
+
 @pytest.mark.parametrize("value", ["auto", True, False, "true", "no", 1, 0, "off"])
 def test_common_sysctl_apply_is_auto_or_a_boolean(value):
     check("common", common_sysctl_apply=value)
@@ -197,6 +223,21 @@ def test_preflight_bad_variables(var, value, expected):
 ])
 def test_preflight_good_values_from_the_command_line_or_the_inventory(extra):
     check("preflight", **extra)
+
+
+def test_an_instance_type_the_data_file_does_not_know_is_refused_unless_the_floor_is_given():
+    """A typo in preflight_instance_type would run the preflight with no bandwidth floor, and pass: refused, listing
+    the known types; a type of its own with preflight_min_busbw_gbps given (0 included) is the operator's floor."""
+    text = one("preflight", preflight_instance_type="p5.48xlarg")
+    assert text.startswith('preflight_instance_type is "p5.48xlarg", which the preflight\'s data file '
+                           "(busbw_thresholds.yml) has no bandwidth floor for: the preflight would run with none. "
+                           "Expected one of ")
+    known = yaml.safe_load((ROOT / "roles/preflight/files/busbw_thresholds.yml").read_text())["instance_types"]
+    assert "p5.48xlarge" in known and all(name in text for name in known)
+    check("preflight", preflight_instance_type="p5.48xlarge")
+    check("preflight", preflight_instance_type="")
+    check("preflight", preflight_instance_type="lab-rig-7", preflight_min_busbw_gbps=40)
+    check("preflight", preflight_instance_type="lab-rig-7", preflight_min_busbw_gbps=0)
 
 
 def test_the_size_range_and_the_node_count_are_checked_together():

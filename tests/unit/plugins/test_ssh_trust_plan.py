@@ -65,6 +65,10 @@ def test_defaults_pass():
     assert plan() == {
         "holds_key": False, "rotate": False, "restrict_source": True,
         "sshd_harden": True,
+        "sshd_settings": {"PasswordAuthentication": "no", "KbdInteractiveAuthentication": "no",
+                          "PermitEmptyPasswords": "no", "PermitRootLogin": "prohibit-password"},
+        "sshd_options": ["-oPasswordAuthentication=no", "-oKbdInteractiveAuthentication=no",
+                         "-oPermitEmptyPasswords=no", "-oPermitRootLogin=prohibit-password"],
         "sshd_keywords": ["PasswordAuthentication", "KbdInteractiveAuthentication", "PermitEmptyPasswords",
                           "PermitRootLogin"],
         "sshd_expected": ["passwordauthentication no", "kbdinteractiveauthentication no", "permitemptypasswords no",
@@ -90,10 +94,23 @@ def test_booleans_take_ansibles_words(word, value):
     assert (got["rotate"], got["restrict_source"]) == (value, value)
 
 
+def test_sshd_settings_written_as_yaml_numbers_and_booleans_are_written_as_sshd_reads_them():
+    """ClientAliveInterval: 60 and PasswordAuthentication: no (a YAML boolean) are what an operator writes: the
+    drop-in gets 60 and no, sshd -T is expected to print them so, and the host's sshd checks them as options."""
+    got = plan(ssh_trust_sshd_settings={"ClientAliveInterval": 60, "PasswordAuthentication": False,
+                                        "X11Forwarding": True, "MaxStartups": "10:30:60"})
+    assert got["sshd_settings"] == {"ClientAliveInterval": "60", "PasswordAuthentication": "no",
+                                    "X11Forwarding": "yes", "MaxStartups": "10:30:60"}
+    assert got["sshd_expected"] == ["clientaliveinterval 60", "passwordauthentication no", "x11forwarding yes",
+                                    "maxstartups 10:30:60"]
+    assert got["sshd_options"] == ["-oClientAliveInterval=60", "-oPasswordAuthentication=no", "-oX11Forwarding=yes",
+                                   "-oMaxStartups=10:30:60"]
+
+
 def test_without_hardening_the_sshd_settings_are_not_read():
     got = plan(ssh_trust_sshd_harden="false", ssh_trust_sshd_settings={"PasswordAuthentication": False},
                password_vars=["ansible_password"])
-    assert (got["sshd_harden"], got["sshd_keywords"], got["sshd_expected"]) == (False, [], [])
+    assert (got["sshd_harden"], got["sshd_keywords"], got["sshd_expected"], got["sshd_settings"]) == (False, [], [], {})
 
 
 @pytest.mark.parametrize(("var", "value", "expected"), [
@@ -117,25 +134,26 @@ def test_without_hardening_the_sshd_settings_are_not_read():
     ("ssh_trust_user", 1000, "ssh_trust_user is 1000; expected a user name"),
     ("ssh_trust_rotate", "maybe", 'ssh_trust_rotate is "maybe"; expected true or false.'),
     ("ssh_trust_restrict_source", None, "ssh_trust_restrict_source is null; expected true or false."),
-    ("ssh_trust_sshd_harden", "y", 'ssh_trust_sshd_harden is "y"; expected true or false.'),
+    ("ssh_trust_sshd_harden", "yep", 'ssh_trust_sshd_harden is "yep"; expected true or false.'),
     ("ssh_trust_extra_authorized_keys", "ssh-ed25519 AAAA alice", 'ssh_trust_extra_authorized_keys is "ssh-ed25519 '
                                                                   'AAAA alice"; expected a list of authorized_keys '
                                                                   "lines for ssh_trust_user"),
     ("ssh_trust_extra_authorized_keys", ["ssh-ed25519 AAAA alice", "", "ssh-rsa AAAA\nbob", 5],
      'ssh_trust_extra_authorized_keys has ["", "ssh-rsa AAAA\\nbob", 5]; expected a list of authorized_keys lines'),
     ("ssh_trust_sshd_settings", ["PasswordAuthentication no"], 'ssh_trust_sshd_settings is ["PasswordAuthentication '
-                                                               'no"]; expected sshd keywords mapped to string values'),
-    ("ssh_trust_sshd_settings", {"PasswordAuthentication": False},
-     'ssh_trust_sshd_settings is {"PasswordAuthentication": false}: the values [false] are not strings on one line; '
-     'expected sshd keywords mapped to string values (quote yes/no: "no"), each keyword once, e.g. '
-     '{"PasswordAuthentication": "no"}.'),
+                                                               'no"]; expected sshd keywords mapped to values on one '
+                                                               'line'),
+    ("ssh_trust_sshd_settings", {"PasswordAuthentication": None, "AllowUsers": ["ray"]},
+     'ssh_trust_sshd_settings is {"AllowUsers": ["ray"], "PasswordAuthentication": null}: the values [null, ["ray"]] '
+     "are not values on one line; expected sshd keywords mapped to values on one line (strings, numbers, or "
+     'true/false for yes/no), each keyword once, e.g. {"PasswordAuthentication": "no", "ClientAliveInterval": 60}.'),
     ("ssh_trust_sshd_settings", {"Password-Authentication": "no", "X11Forwarding": "no\nPermitRootLogin yes"},
-     'the keywords ["Password-Authentication", "X11Forwarding"] are not sshd keywords (letters only); the values '
-     '["no\\nPermitRootLogin yes"] are not strings on one line'),
+     'the keywords ["Password-Authentication"] are not sshd keywords (a letter, then letters and digits); the values '
+     '["no\\nPermitRootLogin yes"] are not values on one line'),
     ("ssh_trust_sshd_settings", {"PasswordAuthentication": "no", "passwordauthentication": "yes"},
      '["PasswordAuthentication", "passwordauthentication"] name one keyword (sshd reads keywords in any case and '
      "keeps the first)"),
-    ("ssh_trust_sshd_settings", {"PasswordAuthentication": " "}, 'the values [" "] are not strings on one line'),
+    ("ssh_trust_sshd_settings", {"PasswordAuthentication": " "}, 'the values [" "] are not values on one line'),
 ])
 def test_each_bad_setting_is_named(var, value, expected):
     found = one_problem(**{var: value})

@@ -188,6 +188,7 @@ COMMANDS_THAT_CHANGE = {
     "nvidia_driver/tasks/stream-dnf.yml: Enable the driver branch's module stream": "the packages of the stream are "
     "recorded",
     "ray/tasks/container_nvidia.yml: Configure docker's nvidia runtime": "stage_items",
+    "ray/tasks/main.yml: Create the Ray venv": "the venv's pip packages are recorded (pip installs into it next)",
     "rocm/tasks/install.yml: Install the ROCm use cases": "stage_items",
     "shared_storage/tasks/efs_utils_build.yml: Build the package": "builds into a build directory; the package's "
     "install is recorded",
@@ -640,6 +641,27 @@ def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
 
     before, after = head_inputs({}), head_inputs({"monitoring_dcgm_exporter_port": 9500})
     assert {name for name in before if before[name] != after[name]} == {"monitoring"}
+
+
+def test_the_heads_cluster_name_is_an_input_of_the_submit_host():
+    """A submit host reads the head's settings file, named after the head's ray_cluster_name: a name set on the head
+    alone reaches the submit host's stage through the cluster plan the head computed."""
+    ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
+
+    def submit_inputs(head_name):
+        def hostvars_of(name):
+            return {"ray_node_ip": ips[name], "ansible_facts": {},
+                    **({"ray_cluster_name": head_name} if name == "h" else {})}
+
+        plan = _plan("h", "head", ips["h"], {"ray_cluster_name": head_name}, hostvars_of)
+        assert plan["cluster"]["cluster_name"] == head_name
+        hostvars = _HostVars(h={"group_names": ["ray_head"], "ray_cluster_name": head_name, "__ray_plan_result": plan},
+                             s={"group_names": ["ray_submit"]})
+        return stages.host_inputs(hostvars, "s", {"ray_head": ["h"], "ray_worker": ["w"], "ray_submit": ["s"]})
+
+    before, after = submit_inputs(""), submit_inputs("teamb")
+    assert set(before) == {"submit_host"}
+    assert before["submit_host"] != after["submit_host"]
 
 
 def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_or_monitoring():
