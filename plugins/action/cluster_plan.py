@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    CLUSTER_WIDE_VARS,
     HEALTH_VARS,
     MEMBER_MONITORING_VARS,
     PORT_VARS,
@@ -45,9 +46,13 @@ class ActionModule(PlanAction):
         if settings.get("ray_node_role") == "worker" and not settings.get("ray_head_address") and heads:
             head_vars = hostvars.get(heads[0], {})
             settings["ray_head_address"] = member_ip(heads[0], {key: head_vars.get(key) for key in MEMBER_VARS})
-        # the GCS port is the head's: a worker follows the head's ray_gcs_port, whichever host or group sets it
+        # the GCS port is the head's: a worker follows the head's ray_gcs_port, whichever host or group sets it; the
+        # Ray release and the token mode are the cluster's: a worker's must be the head's
         if settings.get("ray_node_role") == "worker" and heads:
-            settings["ray_head_gcs_port"] = self._head_gcs_port(host, heads[0], args, hostvars)
+            settings["ray_head_gcs_port"] = self._heads_value(host, heads[0], "ray_gcs_port", args, hostvars)
+            settings["ray_head_shared"] = {var: self._heads_value(host, heads[0], var, args, hostvars)
+                                           for var in CLUSTER_WIDE_VARS}
+            settings["ray_head_name"] = heads[0]
         # the token's path and the image archive are the controller's (the action runs there)
         mine = host_plan(host, settings, task_vars.get("group_names", []), is_file=os.path.isfile,
                          is_dir=os.path.isdir)
@@ -67,14 +72,14 @@ class ActionModule(PlanAction):
                                   left_out=args.get("left_out") or ())
         return {"host": mine, "cluster": cluster}
 
-    def _head_gcs_port(self, host, head, args, hostvars):
-        """The port the head's GCS listens on: the head's ray_gcs_port as its inventory (or -e) sets it; where it sets
+    def _heads_value(self, host, head, var, args, hostvars):
+        """The head's value of one of the ray role's variables: as the head's inventory (or -e) sets it; where it sets
         none, the ray role's default, which is this host's own value unless its own inventory sets one."""
         head_vars = hostvars.get(head) or {}
-        if head_vars.get("ray_gcs_port") is not None:
-            return head_vars["ray_gcs_port"]
-        if "ray_gcs_port" not in (hostvars.get(host) or {}):
-            return args.get("ray_gcs_port")
+        if head_vars.get(var) is not None:
+            return head_vars[var]
+        if var not in (hostvars.get(host) or {}):
+            return args.get(var)
         role = getattr(self._task, "_role", None)
-        default = role.get_default_vars().get("ray_gcs_port") if role is not None else None
-        return self._templar.template(default) if default is not None else args.get("ray_gcs_port")
+        default = role.get_default_vars().get(var) if role is not None else None
+        return self._templar.template(default) if default is not None else args.get(var)

@@ -77,6 +77,28 @@ options:
     description: Seconds between a raylet's checks that the GCS still knows its node, a whole number of at least 1.
     type: raw
     default: 5
+  ray_restart_sec:
+    description: Seconds systemd waits before it restarts a failed node, a whole number of at least 1.
+    type: raw
+    default: 5
+  ray_gcs_reconnect_timeout_s:
+    description: Seconds a node waits for the head's GCS to come back before it exits, a whole number of at least 1.
+    type: raw
+    default: 30
+  ray_wait_timeout:
+    description: Seconds the run waits for Ray's nodes, a whole number of at least 1.
+    type: raw
+    default: 180
+  ray_limit_nofile:
+    description: The open-files limit of the node's unit (C(LimitNOFILE)), a whole number from 1 to the kernel's
+      ceiling, 1073741816.
+    type: raw
+    default: 65536
+  ray_resources:
+    description: Custom resources of the node, names (not C(CPU), C(GPU), C(memory) or C(object_store_memory)) mapped
+      to amounts >= 0.
+    type: raw
+    default: {}
   ray_preemption_provider:
     description: C(aws) or C(gcp), the cloud whose interruption notice the preemption watcher polls.
     type: str

@@ -16,7 +16,8 @@ description:
     with Grafana on, the pinned fingerprint of Grafana's repository signing key, normalised.
   - "Checked: O(monitoring_host) a host of the inventory; O(monitoring_prometheus_listen) and
     O(monitoring_grafana_listen) C(address:port), the address an IP literal checked with Python's C(ipaddress) (IPv4
-    such as C(127.0.0.1), or IPv6 in brackets such as C([::1])) and the port 1-65535; O(monitoring_node_exporter_port)
+    such as C(127.0.0.1), or IPv6 in brackets such as C([::1])) and the port 1-65535, with Grafana on not the
+    address and port Prometheus binds; O(monitoring_node_exporter_port)
     and O(monitoring_dcgm_exporter_port) TCP ports (1-65535; a number or its digits, not a boolean), different from
     each other; O(monitoring_prometheus_retention) digits and one unit of C(s), C(m), C(h), C(d), C(w) or C(y);
     O(monitoring_scrape_interval) digits above zero and one unit of C(ms), C(s), C(m) or C(h);

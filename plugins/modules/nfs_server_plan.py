@@ -23,12 +23,14 @@ description:
     hand (limited to hosts outside the cluster) computes the members' addresses from their inventory and facts with
     the cluster plan's own code; RV(cluster_source) says which.
   - "Checked: O(nfs_server_implementation) is C(kernel) or C(ganesha), the host's OS family one the role installs it
-    for (Debian or RedHat); O(nfs_server_port) a TCP port (1-65535); O(nfs_server_exports) a list of at least one
+    for (Debian or RedHat); O(nfs_server_port) a TCP port (1-65535; 2049 with C(kernel), whose server the role does
+    not move); O(nfs_server_exports) a list of at least one
     dict with known keys only, each path absolute (no blanks, quotes, backslashes or trailing slash) and given once,
     C(access) C(rw) or C(ro), C(squash) C(root_squash), C(all_squash) or C(no_root_squash), C(owner) and C(group)
     user or group names, C(mode) an octal string such as C('2775'); every client (O(nfs_server_extra_clients) and an
     export's C(clients)) an IP address or CIDR, checked with Python's C(ipaddress) (IPv4 and IPv6); with
-    C(ganesha), the grace period and the lease whole seconds, the lease no longer than the grace period; and every
+    C(ganesha), the grace period (1-180) and the lease (1-120) whole seconds, as NFS-Ganesha takes them, the lease no
+    longer than the grace period; and every
     export has a client."
   - A CIDR is written with its host bits cleared (C(10.1.2.3/16) as C(10.1.0.0/16)), an address as the address.
   - Every problem found fails the task at once, each naming the host, the variable (C(nfs_server_exports[<i>]) and

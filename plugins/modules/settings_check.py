@@ -24,11 +24,12 @@ description:
     C(/etc), C(/usr), ..., normalized first); C(image_cleanup_max_log_bytes) a whole number >= 0;
     C(image_cleanup_hold_packages) a list of package names or globs; C(image_cleanup_disable_auto_upgrades),
     C(image_cleanup_remove_authorized_keys) and C(image_cleanup_verify) true or false."
-  - "C(preflight): the backend C(auto), C(nccl) or C(gloo); the message sizes like C(8), C(64K), C(16M) or C(1G) (or
-    empty), C(preflight_min_bytes) no larger than C(preflight_max_bytes); the iterations, node count, ring size,
-    pair ratio in (0, 1], floor, timeout (>= 30 s), missing-node count, DCGM level (0-4) and the expected GPUs; the
-    NCCL network a list and the ranks' environment a mapping; the booleans; C(preflight_nodes) no more than the
-    hosts of C(ray_head) and C(ray_worker)."
+  - "C(preflight): the backend C(auto), C(nccl) or C(gloo); the message sizes like C(8), C(64K), C(16M) or C(1G), at
+    least 4 bytes (or empty), C(preflight_min_bytes) no larger than C(preflight_max_bytes); the iterations, node
+    count, ring size, pair ratio in (0, 1], floor, timeout (>= 30 s), missing-node count, DCGM level (0-4) and the
+    expected GPUs; the NCCL network a list and the ranks' environment a mapping; the booleans; C(preflight_nodes) no
+    more than the hosts of C(ray_head) and C(ray_worker); C(preflight_instance_type) empty or a type the floors' data
+    file knows, unless C(preflight_min_busbw_gbps) gives the floor."
   - "C(bake): the backend C(aws) or C(podman), the image's name and tag and C(bake_tags) a mapping; with C(aws), the
     region (like C(us-east-1)), the builder's instance id (C(i-) and 8 to 17 hex digits), the booleans, the AMI's
     wait and, with C(bake_cluster_yaml), every value the cluster YAML needs and C(bake_min_workers) <=

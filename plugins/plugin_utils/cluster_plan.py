@@ -275,6 +275,14 @@ def _instance_problems(v, is_gpu_host, role):
     return out
 
 
+# The kernel's ceiling for an open-files limit (fs.nr_open can be raised at most this far; systemd raises it there at
+# boot): a larger limit fails the unit's or PAM's setrlimit
+NOFILE_MAX = 1073741816
+# The resources Ray names itself (ray start refuses them in --resources)
+RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+# Ray runs as an unprivileged user (ray_service_user): a port below this one needs root
+LOWEST_PORT = 1024
+
 # The health timer's shortest interval: a run reads NVML, the kernel log, the shared storage and the cluster's GCS
 HEALTH_MIN_INTERVAL_S = 10
 HEALTH_VARS = ("ray_health_enabled", "ray_health_interval_s", "ray_health_dir", "ray_health_script_timeout_s",
@@ -336,6 +344,11 @@ SETTING_DEFAULTS = {
     "ray_state": "started",
     "ray_stop_drain_s": 20,
     "ray_liveness_check_interval_s": 5,
+    "ray_restart_sec": 5,
+    "ray_gcs_reconnect_timeout_s": 30,
+    "ray_wait_timeout": 180,
+    "ray_limit_nofile": 65536,
+    "ray_resources": {},
     "ray_preemption_provider": "aws",
     "ray_preemption_metadata_url": "",
     "ray_preemption_interval_s": 5,
@@ -411,7 +424,34 @@ def _service_problems(v, role):
         out.append(("ray_stop_drain_s", "whole seconds, at least 0"))
     if _whole(v.get("ray_liveness_check_interval_s"), 1) is None:
         out.append(("ray_liveness_check_interval_s", "whole seconds, at least 1"))
+    for var, what in (("ray_restart_sec", "whole seconds systemd waits before it restarts a failed node, at least 1 "
+                       "(the unit has no start limit: 0 restarts a crashing node in a tight loop)"),
+                      ("ray_gcs_reconnect_timeout_s", "whole seconds a node waits for the head's GCS to come back "
+                       "before it exits, at least 1"),
+                      ("ray_wait_timeout", "whole seconds this run waits for Ray's nodes, at least 1")):
+        if _whole(v.get(var), 1) is None:
+            out.append((var, what))
+    limit = _whole(v.get("ray_limit_nofile"), 1)
+    if limit is None or limit > NOFILE_MAX:
+        out.append(("ray_limit_nofile", "open files of the node's unit (LimitNOFILE), a whole number 1-%d (the "
+                    "kernel's ceiling)" % NOFILE_MAX))
+    resources = v.get("ray_resources")
+    if not (isinstance(resources, dict) and all(
+            isinstance(name, str) and name.strip() and name not in RAY_BUILTIN_RESOURCES
+            and _number_at_least_0(amount) for name, amount in resources.items())):
+        out.append(("ray_resources", "a mapping of custom resource names to amounts >= 0 (not %s: ray_num_cpus, "
+                    "ray_num_gpus and ray_object_store_memory set those)" % ", ".join(RAY_BUILTIN_RESOURCES)))
     return out
+
+
+def _number_at_least_0(value):
+    """Whether value is a number (or its text) >= 0, not a boolean."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(value) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _preemption_problems(v):
@@ -566,7 +606,7 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
     for name, var in PORT_VARS.items():
         port = _whole(v.get(var))
         if port is None:
-            problems.append("ray on %s: %s is %s; expected a port number 1-65535." % (host, var, _json(v.get(var))))
+            problems.append("ray on %s: %s is %s; expected a port number 1024-65535." % (host, var, _json(v.get(var))))
         base[name] = port
     if problems:
         raise PlanError(problems)
@@ -597,12 +637,14 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
             "node_name": "%s/%s" % (node_ip, name) if name else "",
         })
     _check_ports(host, v, base, instances, span=span, slot_count=slot_count)
+    if role == "worker":
+        _check_cluster_wide(host, v)
     head_address = str(v.get("ray_head_address") or "") if role == "worker" else node_ip
     head_gcs_port = base["gcs"]
     if role == "worker" and v.get("ray_head_gcs_port") is not None:
         head_gcs_port = _whole(v["ray_head_gcs_port"])
-        if head_gcs_port is None or not 1 <= head_gcs_port <= 65535:
-            raise PlanError(["ray on %s: the head's ray_gcs_port is %s; expected a port number 1-65535 (a worker "
+        if head_gcs_port is None or not LOWEST_PORT <= head_gcs_port <= 65535:
+            raise PlanError(["ray on %s: the head's ray_gcs_port is %s; expected a port number 1024-65535 (a worker "
                              "reaches the head's GCS at the head's port)." % (host, _json(v["ray_head_gcs_port"]))])
     return {
         "host": host,
@@ -647,14 +689,15 @@ def _port_labels(v, instances):
 
 
 def _check_ports(host, v, base, instances, *, span, slot_count):
-    """Each Ray port in 1-65535, each different, and none inside the worker port range (each instance's slice of it
+    """Each Ray port in 1024-65535, each different, and none inside the worker port range (each instance's slice of it
     2 ports at least): every problem named by the variables it comes from."""
     labelled = _port_labels(v, instances)
     lo, hi = base["min_worker"], base["max_worker"]
     problems = []
     for label, port in [*labelled, ("ray_min_worker_port", lo), ("ray_max_worker_port", hi)]:
-        if not 1 <= port <= 65535:
-            problems.append("%s is %d; expected a port number 1-65535." % (label, port))
+        if not LOWEST_PORT <= port <= 65535:
+            problems.append("%s is %d; expected a port number %d-65535 (Ray runs as an unprivileged user: a port "
+                            "below %d needs root)." % (label, port, LOWEST_PORT, LOWEST_PORT))
     by_port = {}
     for label, port in labelled:
         by_port.setdefault(port, []).append(label)
@@ -674,6 +717,23 @@ def _check_ports(host, v, base, instances, *, span, slot_count):
                             "expected a port outside it." % (label, port, lo, hi))
     if problems:
         raise PlanError(["ray on %s: %s" % (host, problem) for problem in problems])
+
+
+# The settings every node of a cluster must share with its head: Ray refuses a node of another release, and a head with
+# token authentication refuses a node without the token
+CLUSTER_WIDE_VARS = ("ray_version", "ray_auth_mode")
+
+
+def _check_cluster_wide(host, v):
+    """A worker's CLUSTER_WIDE_VARS against the head's (v["ray_head_shared"], from the head's inventory or the role's
+    defaults, where the action read them)."""
+    shared = v.get("ray_head_shared") or {}
+    problems = ["ray on %s: %s is %s, but the head (%s) has %s; expected the head's value on every node of the cluster "
+                "(set it where both read it, such as group_vars/all)."
+                % (host, var, _json(v.get(var)), v.get("ray_head_name"), _json(shared[var]))
+                for var in CLUSTER_WIDE_VARS if var in shared and str(shared[var]) != str(v.get(var))]
+    if problems:
+        raise PlanError(problems)
 
 
 def with_port(address, port):

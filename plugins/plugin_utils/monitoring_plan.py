@@ -88,6 +88,13 @@ def _check_listens(v, bad):
             out[key] = None
         else:
             out[key] = _listen_result(found)
+    prometheus, grafana = out["prometheus"], out["grafana"]
+    addresses = {prometheus["address"], grafana["address"]} if prometheus and grafana else set()
+    # one port on one address, or on every address (0.0.0.0, ::) and any other: the second server cannot bind it
+    if boolean(v.get("monitoring_grafana")) and addresses and prometheus["port"] == grafana["port"] and (
+            len(addresses) == 1 or addresses & {"0.0.0.0", "::"}):
+        bad("monitoring_grafana_listen", "another address or port than monitoring_prometheus_listen %s (both run "
+            "on the monitoring host)" % _json(v.get("monitoring_prometheus_listen")))
     return out
 
 

@@ -137,18 +137,31 @@ def _check_settings(host, v, os_family, problems):
     port = _whole(v.get("nfs_server_port"), 1)
     if port is None or port > 65535:
         bad("nfs_server_port", "a TCP port (1-65535)")
+    elif implementation == "kernel" and port != KERNEL_NFS_PORT:
+        bad("nfs_server_port", "%d with nfs_server_implementation kernel (the kernel's NFS server listens there; the "
+            "role does not move it), or another port with ganesha" % KERNEL_NFS_PORT)
     if implementation == "ganesha":
         grace = _whole(v.get("nfs_server_ganesha_grace_period"), 1)
         lease = _whole(v.get("nfs_server_ganesha_lease_lifetime"), 1)
-        if grace is None:
-            bad("nfs_server_ganesha_grace_period", "whole seconds, at least 1")
-        if lease is None:
-            bad("nfs_server_ganesha_lease_lifetime", "whole seconds, at least 1")
+        if grace is None or grace > GANESHA_GRACE_MAX:
+            bad("nfs_server_ganesha_grace_period", "whole seconds, 1-%d (NFS-Ganesha refuses a longer grace period)"
+                % GANESHA_GRACE_MAX)
+            grace = None
+        if lease is None or lease > GANESHA_LEASE_MAX:
+            bad("nfs_server_ganesha_lease_lifetime", "whole seconds, 1-%d (NFS-Ganesha refuses a longer lease)"
+                % GANESHA_LEASE_MAX)
         elif grace is not None and lease > grace:
             problems.append("nfs_server on %s: nfs_server_ganesha_lease_lifetime is %s, above "
                             "nfs_server_ganesha_grace_period %s; expected a lease no longer than the grace period."
                             % (host, _json(v.get("nfs_server_ganesha_lease_lifetime")),
                                _json(v.get("nfs_server_ganesha_grace_period"))))
+
+
+# NFS-Ganesha's limits on its NFSv4 timers (its config's NFSv4 block: Grace_Period 0-180, Lease_Lifetime 1-120), and the
+# kernel NFS server's port
+GANESHA_GRACE_MAX = 180
+GANESHA_LEASE_MAX = 120
+KERNEL_NFS_PORT = 2049
 
 
 def _unique(texts):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    NOFILE_MAX,
     PlanError,
     _json,
     _whole,
@@ -70,9 +71,6 @@ def _number(value):
 
 COMMON_VARS = ("common_sysctl_apply", "common_extra_ca_certificates", "common_nofile_limit", "common_nproc_limit",
                "common_apt_cache_valid_time", "common_user_uid", "common_group_gid", "common_sysctl")
-# The kernel's ceiling for an open-files limit (fs.nr_open can be raised at most this far; a larger nofile, or
-# "unlimited", makes PAM's setrlimit fail and the user's logins with it)
-NOFILE_MAX = 1073741816
 # The largest uid or gid (2^32 - 2: -1 means "no change" to the kernel)
 ID_MAX = 4294967294
 # A kernel parameter's name as sysctl.d takes it: dotted (or slashed) lowercase words
@@ -192,6 +190,8 @@ BACKENDS = ("auto", "nccl", "gloo")
 # A message size as nccl-tests takes it: bytes, or a number with K, M, G or T (KiB/KB/K alike: powers of 1024)
 SIZE = re.compile(r"^([0-9]+)([KMGTkmgt](i?B)?)?$")
 SIZE_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+# The smallest message the all-reduce sends: one float32 element
+ELEMENT_BYTES = 4
 # The bandwidth check's shortest timeout (seconds)
 MIN_TIMEOUT = 30
 DCGM_LEVELS = range(5)
@@ -254,6 +254,9 @@ def check_preflight(s, inventory_nodes):
         sizes[var] = size_text(v.get(var))
         if sizes[var] is None:
             s.bad(var, "a message size like 8, 64K, 16M or 1G (bytes, or K, M, G, T: powers of 1024), or empty")
+        elif sizes[var] and size_bytes(sizes[var]) < ELEMENT_BYTES:
+            s.bad(var, "a message size of at least %d bytes (one float32 element), or empty" % ELEMENT_BYTES)
+            sizes[var] = None
     for var, minimum in (("preflight_warmup_iters", 0), ("preflight_iters", 1), ("preflight_nodes", 0),
                          ("preflight_pair_ring_max", 3)):
         if _whole(v.get(var), minimum) is None:

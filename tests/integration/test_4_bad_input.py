@@ -30,9 +30,7 @@ def _settings_mtimes(host) -> str:
          ["ray on {sandbox}-head: ray_gcs_port and ray_dashboard_port are both 6379; expected each Ray port "
           "different."]),
         (["-e", '{"ray_client_server_port": 70000}'],
-         ["ray on {sandbox}-worker1: ray_client_server_port is 70000; expected a port number 1-65535."]),
-        (["-e", '{"ray_cluster_name": "team a"}'],
-         ['ray on {sandbox}-head: ray_cluster_name is \\"team a\\"; expected lowercase letters, digits']),
+         ["ray on {sandbox}-worker1: ray_client_server_port is 70000; expected a port number 1024-65535"]),
         (["-e", '{"common_nofile_limit": -1}'],
          ["common on {sandbox}-worker2: common_nofile_limit is -1; expected open files, a whole number"]),
         (["-e", '{"ray_pip_extras": ["default", "dashbord"]}'],
@@ -88,7 +86,7 @@ def _settings_mtimes(host) -> str:
           "by default it is built from monitoring_prometheus_listen"]),
     ],
     ids=["non-numeric-port", "role-boss", "unresolvable-head", "port-clash", "port-out-of-range",
-         "cluster-name-with-a-space", "negative-limit", "unknown-ray-extra", "sshd-value-sshd-refuses",
+         "negative-limit", "unknown-ray-extra", "sshd-value-sshd-refuses",
          "torch-unpinned", "relative-mount",
          "unreachable-nfs-server", "nfs-implementation", "nfs-export-clients", "node-instances", "node-instance-slots",
          "node-instance-slots-too-few", "node-ip-not-an-ip", "token-auth-needs-ray-2.52", "ray-settings",
@@ -133,3 +131,19 @@ def test_gpu_host_without_a_driver_stops_the_ray_stage_by_name(host, tmp_path):
     assert again.returncode == 0, out[-3000:]
     assert "changed=0" in out and "changed=1" not in out, f"something changed:\n{out[-2000:]}"
     assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
+
+
+@pytest.mark.parametrize("name", ["team a", "team/a"])
+def test_a_bad_cluster_name_is_named_itself(host, name):
+    """Not through the ray_temp_dir (or any other path) the ray role derives from it."""
+    ip = node_ip(host)
+    before_ids = {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"}
+    proc = run_site("-e", f'{{"ray_cluster_name": "{name}"}}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert f'ray on {SANDBOX}-head: ray_cluster_name is \\"{name}\\"; expected lowercase letters, digits' in out, (
+        out[-3000:])
+    assert "ray_temp_dir" not in out, out[-3000:]
+    assert "changed=0" in out and "changed=1" not in out, out[-2000:]
+    assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
+

@@ -123,7 +123,11 @@ def test_bad_input_fails_before_anything_runs(tmp_path):
              (["-e", "preflight_min_bytes=1M", "-e", "preflight_max_bytes=1K"],
               ["preflight_min_bytes 1M (1048576 bytes) is larger than preflight_max_bytes 1K (1024 bytes): "
                "the size range is empty"]),
-             (["-e", "preflight_nodes=5"], ["preflight_nodes is 5, but the inventory has 3 node(s)"]))
+             (["-e", "preflight_nodes=5"], ["preflight_nodes is 5, but the inventory has 3 node(s)"]),
+             # a typo must not switch the bandwidth floor off
+             (["-e", "preflight_instance_type=p5.48xlarg"],
+              ['preflight_instance_type is \\"p5.48xlarg\\", which the preflight\'s data file (busbw_thresholds.yml) '
+               "has no bandwidth floor for", "p5.48xlarge"]))
     for extra, texts in cases:
         proc = preflight(tmp_path, *extra)
         assert proc.returncode != 0, extra

@@ -9,7 +9,8 @@ A change that never reaches a host, or a revert that leaves it behind, fails her
 (which variables, plan keys and other hosts each stage reads) are what this module guards.
 
 Changes go in batches, two site.yml runs each: the changes of one batch belong to stages that do not run one another
-(no stage of a batch is upstream of another's), so a missed input cannot hide behind another change's run. A batch
+(no stage of a batch is upstream of another's), so a missed input cannot hide behind another change's run, and before
+each batch the drift check must find nothing to do (a stage that runs anyway would apply a change it missed). A batch
 names the hosts whose Ray nodes may restart; the others must keep their Ray node ids.
 
 The GPU stack's roles (nvidia_driver, cuda, rocm) need hosts in group gpu: the gpu-stack scenario applies their
@@ -23,7 +24,7 @@ import subprocess
 from dataclasses import dataclass
 
 import pytest
-from conftest import SANDBOX, container, podman, ray_nodes, run_site
+from conftest import SANDBOX, container, drifted_stages, podman, ray_nodes, run_drift, run_site
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
 HEAD, WORKER1, WORKER2 = f"{SANDBOX}-head", f"{SANDBOX}-worker1", f"{SANDBOX}-worker2"
@@ -69,7 +70,7 @@ BATCHES = (
                HOSTS, "/usr/sbin/sshd -T -C user=rayfleet,host=localhost,addr=127.0.0.1 | grep ^clientaliveinterval",
                "clientaliveinterval 60"),
         Change("firewall", "a host port opened", {"all": {"firewall_host_ports": [9100, 9400, 9123]}},
-               HOSTS, "nft list ruleset | grep -c 9123 || true", "1"),
+               HOSTS, "nft list ruleset | grep -q 9123 && echo open || echo closed", "open"),
         Change("nccl", "NCCL's debug output (NCCL_DEBUG=INFO), read by its own readiness check",
                {"all": {"nccl_env": {"NCCL_DEBUG": "INFO"}}},
                HOSTS, RAY_SETTINGS + " | python3 -c 'import json,sys; print(json.load(sys.stdin)"
@@ -96,7 +97,7 @@ BATCHES = (
                HOSTS, RAY_SETTINGS + " | python3 -c 'import json,sys; print(json.load(sys.stdin)"
                                      "[\"env\"].get(\"RAYFLEET_MATRIX\"))'", "1"),
         Change("pytorch", "an extra package in the Ray venv, from the wheelhouse",
-               {"all": {"pytorch_extra_packages": ["six"]}},
+               {"all": {"pytorch_extra_packages": ["six==1.17.0"]}},
                HOSTS, PIP + " | grep -ci '^six==' || true", "1"),
     ), restarts=HOSTS),
     Batch("a head-only value the workers depend on", (
@@ -145,6 +146,10 @@ def test_a_change_reaches_the_hosts_and_its_revert_brings_them_back(host, batch,
     extra.write_text(json.dumps(inventory(batch)))
     ips = {name: ip_of(name) for name in HOSTS}
     kept = {ips[name] for name in HOSTS if name not in batch.restarts}
+    # a stage that would run anyway (a host drifted, the code changed) would apply a change whose input it missed
+    drift = run_drift()
+    assert drift.returncode == 0 and not drifted_stages(drift.stdout), (
+        f"the sandbox is not converged before {batch.name}: {drifted_stages(drift.stdout)}")
     before, ids_before = read_all(batch), node_ids(host)
     assert len(ids_before) == len(HOSTS), f"not every node alive before the change: {ids_before}"
     reverted = False

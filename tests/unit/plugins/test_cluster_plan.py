@@ -113,8 +113,9 @@ def test_instances_on_the_head_are_refused():
 @pytest.mark.parametrize(("extra", "words"), [
     ({"ray_dashboard_port": 6379},
      ["ray on node7: ray_gcs_port and ray_dashboard_port are both 6379; expected each Ray port different."]),
-    ({"ray_gcs_port": 70000}, ["ray on node7: ray_gcs_port is 70000; expected a port number 1-65535."]),
-    ({"ray_max_worker_port": 0}, ["ray on node7: ray_max_worker_port is 0; expected a port number 1-65535.",
+    ({"ray_gcs_port": 70000}, ["ray on node7: ray_gcs_port is 70000; expected a port number 1024-65535 (Ray runs as "
+                               "an unprivileged user: a port below 1024 needs root)."]),
+    ({"ray_max_worker_port": 0}, ["ray on node7: ray_max_worker_port is 0; expected a port number 1024-65535",
                                    "ray_min_worker_port 10002 is not below ray_max_worker_port 0"]),
     ({"ray_node_manager_port": 10500},
      ["ray on node7: ray_node_manager_port is 10500, inside the worker port range 10002-11999 "
@@ -274,3 +275,32 @@ def test_a_bad_cluster_name_is_named_itself_not_the_temp_dir_made_from_it(name):
 def test_a_temp_dir_of_its_own_with_a_space_is_still_named():
     text = problems({"ray_cluster_name": "team a", "ray_temp_dir": "/scratch/ray tmp"})
     assert 'ray_temp_dir is "/scratch/ray tmp"; expected an absolute path without spaces' in text
+
+
+@pytest.mark.parametrize(("var", "value", "words"), [
+    ("ray_restart_sec", 0, "ray_restart_sec is 0; expected whole seconds systemd waits before it restarts a failed "
+                           "node, at least 1"),
+    ("ray_gcs_reconnect_timeout_s", -1, "ray_gcs_reconnect_timeout_s is -1; expected whole seconds a node waits"),
+    ("ray_wait_timeout", "soon", 'ray_wait_timeout is "soon"; expected whole seconds this run waits'),
+    ("ray_limit_nofile", 0, "ray_limit_nofile is 0; expected open files of the node's unit (LimitNOFILE), a whole "
+                            "number 1-1073741816"),
+    ("ray_limit_nofile", 2**31, "ray_limit_nofile is 2147483648; expected open files"),
+    ("ray_resources", {"accel": -1}, 'ray_resources is {"accel": -1}; expected a mapping of custom resource names to '
+                                     "amounts >= 0"),
+    ("ray_resources", {"GPU": 1}, 'ray_resources is {"GPU": 1}; expected a mapping of custom resource names'),
+    ("ray_resources", ["accel"], 'ray_resources is ["accel"]; expected a mapping'),
+])
+def test_the_units_numbers_and_resources_are_checked_before_anything_changes(var, value, words):
+    """What the unit and ray start are given (RestartSec, the GCS reconnect timeout, LimitNOFILE, --resources) is
+    checked in the plan, before a unit is written."""
+    assert f"ray on node7: {words}" in problems({var: value})
+
+
+def test_good_unit_numbers_and_resources_pass():
+    assert host_plan("node7", worker(ray_restart_sec="2", ray_limit_nofile=1048576, ray_resources={"accel": 0.5},
+                                     ray_gcs_reconnect_timeout_s=60, ray_wait_timeout=600))["role"] == "worker"
+
+
+def test_a_port_below_1024_is_refused_for_the_unprivileged_ray():
+    assert ("ray on node7: ray_dashboard_port is 80; expected a port number 1024-65535 (Ray runs as an unprivileged "
+            "user: a port below 1024 needs root).") in problems({"ray_dashboard_port": 80})

@@ -292,15 +292,15 @@ class _Role:
 
     @staticmethod
     def get_default_vars():
-        return {"ray_gcs_port": DEFAULTS["ray_gcs_port"]}
+        return {var: DEFAULTS[var] for var in ("ray_gcs_port", "ray_version", "ray_auth_mode")}
 
 
-def _gcs_address(hostvars, role="worker", address=""):
-    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+def _gcs_address(hostvars, role="worker", address="", **extra):
+    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS} | extra
     task_vars = {"groups": {"ray_head": ["h"], "ray_worker": ["node7"]}, "hostvars": hostvars,
                  "group_names": ["ray_worker"]}
     args = {**required, "ray_node_role": role, "ray_head_address": address,
-            "ray_gcs_port": (hostvars.get("node7") or {}).get("ray_gcs_port", DEFAULTS["ray_gcs_port"])}
+            "ray_gcs_port": (hostvars.get("node7") or {}).get("ray_gcs_port", DEFAULTS["ray_gcs_port"]), **extra}
     action = object.__new__(ActionModule)
     action._task = type("Task", (), {"_role": _Role()})()
     action._templar = type("Templar", (), {"template": staticmethod(lambda value: value)})()
@@ -324,3 +324,15 @@ def test_a_worker_follows_the_heads_gcs_port_whoever_sets_it():
 def test_a_heads_gcs_port_that_is_no_port_fails_on_the_worker_too():
     with pytest.raises(PlanError, match=r"ray on node7: the head's ray_gcs_port is \"sixty\"; expected a port"):
         _gcs_address({"h": {"ray_node_ip": "10.0.0.1", "ray_gcs_port": "sixty"}})
+
+
+@pytest.mark.parametrize(("var", "head_value", "mine"), [("ray_version", "2.61.0", "2.60.0"),
+                                                         ("ray_auth_mode", "disabled", "token")])
+def test_a_worker_whose_ray_release_or_token_mode_is_not_the_heads_is_refused(var, head_value, mine):
+    """Ray refuses a node of another release, and a head with token authentication one without the token: a value set
+    for the head alone (or a worker alone) fails on the worker, naming both, before anything changes."""
+    with pytest.raises(PlanError) as info:
+        _gcs_address({"h": {"ray_node_ip": "10.0.0.1", var: head_value}, "node7": {var: mine}}, **{var: mine})
+    assert (f'ray on node7: {var} is "{mine}", but the head (h) has "{head_value}"; expected the head\'s value on '
+            "every node of the cluster") in str(info.value)
+    assert _gcs_address({"h": {"ray_node_ip": "10.0.0.1", var: mine}}, **{var: mine}) == "10.0.0.1:6379"

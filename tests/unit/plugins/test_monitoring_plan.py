@@ -292,3 +292,21 @@ def test_a_members_bad_exporter_setting_is_named_with_the_member():
     text = str(info.value)
     assert "monitoring on g1: monitoring_dcgm_exporter_port is 0; expected a TCP port (1-65535)." in text
     assert "monitoring on w1: monitoring_node_exporter is \"maybe\"; expected true or false." in text
+
+
+@pytest.mark.parametrize(("prometheus", "grafana", "clash"), [
+    ("127.0.0.1:9090", "127.0.0.1:9090", True), ("0.0.0.0:3000", "127.0.0.1:3000", True),
+    ("127.0.0.1:3000", "[::]:3000", True), ("127.0.0.1:9090", "127.0.0.1:3000", False),
+    ("127.0.0.1:3000", "10.0.0.5:3000", False),
+])
+def test_prometheus_and_grafana_cannot_share_a_listen_address(prometheus, grafana, clash):
+    """Both run on the monitoring host: the second one could not bind the address."""
+    found = problems(monitoring_grafana=True, monitoring_prometheus_listen=prometheus,
+                     monitoring_grafana_listen=grafana) if clash else []
+    if clash:
+        assert any(p.startswith(f'monitoring on head1: monitoring_grafana_listen is "{grafana}"; expected another '
+                                "address or port than monitoring_prometheus_listen") for p in found), found
+    else:
+        plan(monitoring_grafana=True, monitoring_prometheus_listen=prometheus, monitoring_grafana_listen=grafana)
+    # without Grafana the address is not bound
+    plan(monitoring_grafana=False, monitoring_prometheus_listen=prometheus, monitoring_grafana_listen=grafana)

@@ -125,9 +125,16 @@ def test_client_text(value, text):
     ({"nfs_server_extra_clients": "10.0.0.1"},
      'nfs_server_extra_clients is "10.0.0.1"; expected a list of IP addresses or CIDRs'),
     ({"nfs_server_implementation": "ganesha", "nfs_server_ganesha_grace_period": "soon"},
-     'nfs_server_ganesha_grace_period is "soon"; expected whole seconds, at least 1.'),
+     'nfs_server_ganesha_grace_period is "soon"; expected whole seconds, 1-180 (NFS-Ganesha refuses a longer grace '
+     "period)."),
+    ({"nfs_server_implementation": "ganesha", "nfs_server_ganesha_grace_period": 1000},
+     "nfs_server_ganesha_grace_period is 1000; expected whole seconds, 1-180"),
     ({"nfs_server_implementation": "ganesha", "nfs_server_ganesha_lease_lifetime": 0},
-     "nfs_server_ganesha_lease_lifetime is 0; expected whole seconds, at least 1."),
+     "nfs_server_ganesha_lease_lifetime is 0; expected whole seconds, 1-120 (NFS-Ganesha refuses a longer lease)."),
+    ({"nfs_server_implementation": "ganesha", "nfs_server_ganesha_grace_period": 180,
+      "nfs_server_ganesha_lease_lifetime": 150}, "nfs_server_ganesha_lease_lifetime is 150; expected whole seconds, "
+                                                 "1-120"),
+    ({"nfs_server_port": 2050}, "nfs_server_port is 2050; expected 2049 with nfs_server_implementation kernel"),
     ({"nfs_server_implementation": "ganesha", "nfs_server_ganesha_lease_lifetime": 120},
      "nfs_server_ganesha_lease_lifetime is 120, above nfs_server_ganesha_grace_period 90; expected a lease no "
      "longer than the grace period."),

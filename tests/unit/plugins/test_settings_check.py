@@ -183,6 +183,9 @@ def test_sizes_refused(size):
                                  "nccl or gloo."),
     ("preflight_min_bytes", "1.5G", 'preflight_min_bytes is "1.5G"; expected a message size like 8, 64K, 16M or 1G'),
     ("preflight_pair_bytes", "12Q", 'preflight_pair_bytes is "12Q"; expected a message size'),
+    ("preflight_min_bytes", "2", 'preflight_min_bytes is "2"; expected a message size of at least 4 bytes (one float32 '
+                                 "element), or empty."),
+    ("preflight_pair_bytes", 0, "preflight_pair_bytes is 0; expected a message size of at least 4 bytes"),
     ("preflight_iters", 0, "preflight_iters is 0; expected a whole number >= 1."),
     ("preflight_iters", "3.7", 'preflight_iters is "3.7"; expected a whole number >= 1.'),
     ("preflight_warmup_iters", "x", 'preflight_warmup_iters is "x"; expected a whole number >= 0.'),
