@@ -80,6 +80,13 @@ packages:
   type: list
   elements: str
   sample: ["torch==2.13.0", "torchvision==0.29.1"]
+extra_names:
+  description: The names of O(pytorch_extra_packages), normalized (lower case, runs of C(-), C(_) and C(.) as one
+    C(-)), sorted; the role records them in the venv and removes one that is taken out of the list.
+  returned: success
+  type: list
+  elements: str
+  sample: ["torchvision"]
 pip_args:
   description: pip's extra arguments, C(--no-index), C(--find-links) and C(--index-url) where set; empty when none is.
   returned: success

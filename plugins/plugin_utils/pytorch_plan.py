@@ -83,5 +83,9 @@ def pytorch_plan(host, v):
             + (["--index-url " + index] if index else []))
     return {
         "packages": ["torch==" + version, *extra],
+        # the names of pytorch_extra_packages, normalized (PEP 503): what the role records in the venv, so that one
+        # taken out of the list is removed from the venv
+        "extra_names": sorted({re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", item).group(0)).lower()
+                               for item in extra}),
         "pip_args": " ".join(args),
     }

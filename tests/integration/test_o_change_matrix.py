@@ -14,8 +14,7 @@ each batch the drift check must find nothing to do (a stage that runs anyway wou
 names the hosts whose Ray nodes may restart; the others must keep their Ray node ids.
 
 The GPU stack's roles (nvidia_driver, cuda, rocm) need hosts in group gpu: the gpu-stack scenario applies their
-settings. The submit host's, Apex's and the checkpoint store's settings are applied by their extended modules
-(make test-full)."""
+settings. The submit host's and Apex's settings are applied by their extended modules (make test-full)."""
 
 from __future__ import annotations
 
@@ -56,6 +55,8 @@ class Batch:
 
 
 RAY_SETTINGS = "cat /etc/rayfleet/ray-head.json /etc/rayfleet/ray-worker.json 2>/dev/null"
+# on the volume every sandbox host mounts (tools/sandbox.py), as a shared filesystem
+CHECKPOINTS = "/mnt/checkpoints/matrix"
 NFS_OPTIONS = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,actimeo=7"
 PIP = "/opt/rayfleet/venv/bin/python -m pip list --format freeze --disable-pip-version-check"
 
@@ -97,8 +98,15 @@ BATCHES = (
                HOSTS, RAY_SETTINGS + " | python3 -c 'import json,sys; print(json.load(sys.stdin)"
                                      "[\"env\"].get(\"RAYFLEET_MATRIX\"))'", "1"),
         Change("pytorch", "an extra package in the Ray venv, from the wheelhouse",
-               {"all": {"pytorch_extra_packages": ["six==1.17.0"]}},
-               HOSTS, PIP + " | grep -ci '^six==' || true", "1"),
+               {"all": {"pytorch_extra_packages": ["tzdata==2026.6"]}},
+               HOSTS, PIP + " | grep -ci '^tzdata==' || true", "1"),
+    ), restarts=HOSTS),
+    Batch("the checkpoint store on the hosts' shared volume", (
+        Change("checkpoint_store", "a shared-filesystem store, whose settings reach every Ray node",
+               {"all": {"checkpoint_store_backend": "shared", "checkpoint_store_path": CHECKPOINTS,
+                        "checkpoint_store_install_train": False}},
+               HOSTS, "grep -v '^#' /etc/rayfleet/checkpoint.env 2>/dev/null || true",
+               f"RAYFLEET_CHECKPOINT_URI={CHECKPOINTS}"),
     ), restarts=HOSTS),
     Batch("a head-only value the workers depend on", (
         Change("ray", "the GCS port, set for the head alone: the workers follow it",
@@ -181,3 +189,4 @@ def test_a_change_reaches_the_hosts_and_its_revert_brings_them_back(host, batch,
     finally:
         if not reverted:
             run_site()
+        podman("exec", container(HEAD), "rm", "-rf", CHECKPOINTS)

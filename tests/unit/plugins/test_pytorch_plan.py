@@ -45,7 +45,14 @@ def jinja(template, variables):
 
 
 def test_the_defaults_pass():
-    assert pytorch_plan("node7", settings()) == {"packages": ["torch==2.13.0"], "pip_args": ""}
+    assert pytorch_plan("node7", settings()) == {"packages": ["torch==2.13.0"], "extra_names": [], "pip_args": ""}
+
+
+def test_the_extra_packages_names_are_what_the_venv_records():
+    """The role records these in the venv and removes one taken out of pytorch_extra_packages."""
+    got = pytorch_plan("node7", settings(pytorch_extra_packages=["torchvision==0.29.1", "Torch_Audio[extra] >= 2.13",
+                                                                 "tzdata==2026.6"]))
+    assert got["extra_names"] == ["torch-audio", "torchvision", "tzdata"]
 
 
 @pytest.mark.parametrize("extra", [
