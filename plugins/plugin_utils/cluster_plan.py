@@ -287,6 +287,8 @@ LOWEST_PORT = 1024
 HEALTH_MIN_INTERVAL_S = 10
 HEALTH_VARS = ("ray_health_enabled", "ray_health_interval_s", "ray_health_dir", "ray_health_script_timeout_s",
                "ray_health_drain", "ray_health_textfile_dir")
+
+
 def boolean(value):
     """value as a bool when Ansible's ``bool`` (the argument specs' type, the bool filter) takes it for one: True/False,
     1/0 (ints and floats), and yes/no, on/off, true/false, y/n, t/f, 1/0 as text in any case; else None."""

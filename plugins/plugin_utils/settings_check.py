@@ -240,8 +240,8 @@ def _check_instance_type(s, floor):
     if kind not in known and floor is None:
         s.problem("preflight_instance_type is %s, which the preflight's data file (busbw_thresholds.yml) has no "
                   "bandwidth floor for: the preflight would run with none. Expected one of %s, or the floor for this "
-                  "hardware in preflight_min_busbw_gbps (GB/s; 0 for none, knowingly)." % (_json(kind),
-                                                                                             ", ".join(known)))
+                  "hardware in preflight_min_busbw_gbps (GB/s; 0 for none, knowingly)."
+                  % (_json(kind), ", ".join(known)))
 
 
 def check_preflight(s, inventory_nodes):

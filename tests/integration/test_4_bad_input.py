@@ -146,4 +146,3 @@ def test_a_bad_cluster_name_is_named_itself(host, name):
     assert "ray_temp_dir" not in out, out[-3000:]
     assert "changed=0" in out and "changed=1" not in out, out[-2000:]
     assert {n["node_id"] for n in ray_nodes(host, ip) if n["state"] == "ALIVE"} == before_ids
-

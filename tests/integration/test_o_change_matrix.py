@@ -55,6 +55,8 @@ class Batch:
 
 
 RAY_SETTINGS = "cat /etc/rayfleet/ray-head.json /etc/rayfleet/ray-worker.json 2>/dev/null"
+SYSCTL = {"net.core.somaxconn": 8192, "net.ipv4.tcp_max_syn_backlog": 4096, "vm.max_map_count": 262144,
+          "fs.inotify.max_user_instances": 8192}
 # on the volume every sandbox host mounts (tools/sandbox.py), as a shared filesystem
 CHECKPOINTS = "/mnt/checkpoints/matrix"
 NFS_OPTIONS = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,actimeo=7"
@@ -62,9 +64,7 @@ PIP = "/opt/rayfleet/venv/bin/python -m pip list --format freeze --disable-pip-v
 
 BATCHES = (
     Batch("group-wide values", (
-        Change("common", "a kernel parameter", {"all": {"common_sysctl": {
-            "net.core.somaxconn": 8192, "net.ipv4.tcp_max_syn_backlog": 4096, "vm.max_map_count": 262144,
-            "fs.inotify.max_user_instances": 8192}}},
+        Change("common", "a kernel parameter", {"all": {"common_sysctl": SYSCTL}},
                HOSTS, "grep somaxconn /etc/sysctl.d/60-rayfleet.conf", "net.core.somaxconn = 8192"),
         Change("ssh_trust", "an sshd setting written as a YAML integer",
                {"all": {"ssh_trust_sshd_settings": {**SSHD_DEFAULTS, "ClientAliveInterval": 60}}},

@@ -116,7 +116,7 @@ def test_instances_on_the_head_are_refused():
     ({"ray_gcs_port": 70000}, ["ray on node7: ray_gcs_port is 70000; expected a port number 1024-65535 (Ray runs as "
                                "an unprivileged user: a port below 1024 needs root)."]),
     ({"ray_max_worker_port": 0}, ["ray on node7: ray_max_worker_port is 0; expected a port number 1024-65535",
-                                   "ray_min_worker_port 10002 is not below ray_max_worker_port 0"]),
+                                  "ray_min_worker_port 10002 is not below ray_max_worker_port 0"]),
     ({"ray_node_manager_port": 10500},
      ["ray on node7: ray_node_manager_port is 10500, inside the worker port range 10002-11999 "
       "(ray_min_worker_port-ray_max_worker_port); expected a port outside it."]),
