@@ -26,6 +26,8 @@ import pytest
 from conftest import SANDBOX, container, drifted_stages, podman, ray_nodes, run_drift, run_site
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
+# about 20 minutes on two CPUs: make test-full runs it
+pytestmark = pytest.mark.extended
 HEAD, WORKER1, WORKER2 = f"{SANDBOX}-head", f"{SANDBOX}-worker1", f"{SANDBOX}-worker2"
 HOSTS = (HEAD, WORKER1, WORKER2)
 SSHD_DEFAULTS = {"PasswordAuthentication": "no", "KbdInteractiveAuthentication": "no", "PermitEmptyPasswords": "no",
