@@ -321,12 +321,13 @@ class Sandbox:
         return nets[self.network]["IPAddress"]
 
     def up(self, workers: int, image: str = IMAGE, launch: bool = False, submit: bool = False,
-           container_hosts: tuple[str, ...] = ()) -> list[dict]:
+           container_hosts: tuple[str, ...] = (), *, launch_extra: dict[str, dict] | None = None) -> list[dict]:
         """Start the head and N workers. ``launch``: hosts of a baked rayfleet image get their launch file and
         the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot.
         ``submit``: also a submit host (a user's machine that is not a Ray node, group ray_submit), from the
         bare image, at the address just below the head's. ``container_hosts`` (head, worker1, ...): hosts that
-        can run containers themselves (ray_runtime: container) - privileged, as nested podman needs."""
+        can run containers themselves (ray_runtime: container) - privileged, as nested podman needs.
+        ``launch_extra`` (host -> keys): more of a host's launch file (num_gpus, ...), for hosts that start now."""
         if image == IMAGE:
             build_image()
         elif not image_exists(image):
@@ -351,7 +352,7 @@ class Sandbox:
         defaults = launch_defaults(image) if launch else {}
         for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
-                files = self.launch_files(group, head_ip, defaults) if launch else {}
+                files = self.launch_files(group, head_ip, defaults, (launch_extra or {}).get(host)) if launch else {}
                 self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files,
                                     privileged=host in container_hosts)
         if submit and self.container("submit") not in existing:
@@ -385,7 +386,7 @@ class Sandbox:
         net = self._ipv4()
         return net.get("gateway") or str(ipaddress.ip_network(net["subnet"]).network_address + 1)
 
-    def launch_files(self, group: str, head_ip: str, defaults: dict) -> dict[str, str]:
+    def launch_files(self, group: str, head_ip: str, defaults: dict, extra: dict | None = None) -> dict[str, str]:
         """/etc/rayfleet/launch.json and the token for a host of a baked image (python -m rayfleet.launch -h), where
         the image's launch defaults (its cluster's name, token path and GCS port) say."""
         name = defaults.get("cluster_name") or ""
@@ -396,6 +397,7 @@ class Sandbox:
             token.chmod(0o600)
         head = f"{head_ip}:{defaults['ports']['gcs']}"
         launch = {"role": "head"} if group == "ray_head" else {"role": "worker", "head_address": head}
+        launch.update(extra or {})
         files = {"/etc/rayfleet/launch.json": json.dumps(launch) + "\n"}
         if defaults.get("auth_token_path"):
             files[defaults["auth_token_path"]] = token.read_text()

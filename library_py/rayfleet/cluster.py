@@ -38,10 +38,23 @@ class NodeInfo:
     node_name: str = ""
     resources: Mapping[str, float] = field(default_factory=dict)
     start_time_ms: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def alive(self) -> bool:
         return self.state == "ALIVE"
+
+    @property
+    def name(self) -> str:
+        """Ray's node name: its IP unless it was started with another (a host's node instances)."""
+        return self.node_name or self.node_ip
+
+    @property
+    def admitted(self) -> bool:
+        """Whether it passed its admission checks before its Ray started (rayfleet.admission's label)."""
+        from rayfleet.admission import LABEL_KEY, LABEL_PASSED
+
+        return self.labels.get(LABEL_KEY) == LABEL_PASSED
 
     @classmethod
     def from_state(cls, node: Any) -> NodeInfo:
@@ -57,11 +70,13 @@ class NodeInfo:
             node_name=str(get("node_name") or ""),
             resources=resources,
             start_time_ms=int(get("start_time_ms") or 0),
+            labels={str(k): str(v) for k, v in (get("labels") or {}).items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
+        data["labels"] = dict(sorted(self.labels.items()))
         return data
 
 
@@ -108,7 +123,15 @@ class ClusterState:
             "total_resources": totals,
             "gpus": totals.get("GPU", 0.0),
             "cpus": totals.get("CPU", 0.0),
+            # the alive nodes by name: proved at admission before their Ray started, or started otherwise
+            "admitted_nodes": sorted({n.name for n in self.alive if n.admitted}),
+            "unadmitted_nodes": sorted({n.name for n in self.alive if not n.admitted}),
         }
+
+    def joined(self, expected: Mapping[str, str]) -> list[str]:
+        """The alive nodes (by name) that are none of ``expected``'s (IP or node name -> inventory name): nodes that
+        joined from outside the inventory (the autoscaler's, a spot replacement)."""
+        return sorted({n.name for n in self.alive if n.name not in expected and n.node_ip not in expected})
 
 
 Fetcher = Callable[[], Iterable[Any]]
@@ -157,6 +180,7 @@ def gcs_node(info: Any) -> dict[str, Any]:
         "node_name": info.node_name,
         "resources_total": dict(info.resources_total),
         "start_time_ms": int(info.start_time_ms),
+        "labels": dict(getattr(info, "labels", {}) or {}),
         "draining": snapshot is not None and _enum_name(snapshot, "State", snapshot.state) == "DRAINING",
         "death_reason": _enum_name(death, "Reason", death.reason) if death is not None and death.reason else "",
         "death_reason_message": str(getattr(death, "reason_message", "") or "") if death is not None else "",

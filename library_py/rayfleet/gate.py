@@ -74,10 +74,13 @@ def bandwidth(collective: Mapping[str, Any] | None, not_run: str = "") -> dict[s
 
 
 def build_verdict(problems: Iterable[str], node_ids: Iterable[str], collective: Mapping[str, Any] | None,
-                  now: float, not_run: str = "", *, missing: Iterable[str] = ()) -> dict[str, Any]:
+                  now: float, not_run: str = "", *, missing: Iterable[str] = (), admitted: Iterable[str] = (),
+                  unadmitted: Iterable[str] = (), joined: Iterable[str] = ()) -> dict[str, Any]:
     """The verdict the preflight leaves on the head, stamped ``now`` (the head's clock).
 
     ``missing``: the inventory's Ray nodes the preflight went on without (not alive), by name.
+    ``admitted`` / ``unadmitted``: the alive nodes (by name) that passed their admission checks before their Ray
+    started, and those started otherwise; ``joined``: the alive nodes from outside the inventory.
 
     ``problems``: the findings of the node checks (GPUs, SSH, storage), each naming its node; the collective check's
     own problems, or why it could not run, are added. It passed when nothing was found and the collective check,
@@ -99,6 +102,9 @@ def build_verdict(problems: Iterable[str], node_ids: Iterable[str], collective: 
         "problems": found,
         "node_ids": sorted(set(node_ids)),
         "missing_nodes": sorted(set(missing)),
+        "admitted_nodes": sorted(set(admitted)),
+        "unadmitted_nodes": sorted(set(unadmitted)),
+        "joined_nodes": sorted(set(joined)),
         **bandwidth(c, not_run),
     }
 

@@ -29,7 +29,10 @@ are.
 Every run writes its findings to the state file (``/etc/rayfleet/health.json``: time, verdict, each node's checks,
 node ids, what was drained or restarted) and, atomically, to node exporter's textfile collector:
 ``rayfleet_health_ok{check, node, rayfleet_cluster}`` (1 passed or not applicable, 0 failed),
-``rayfleet_health_drained{node, rayfleet_cluster}`` and ``rayfleet_health_last_run_timestamp_seconds``.
+``rayfleet_health_drained{node, rayfleet_cluster}`` and ``rayfleet_health_last_run_timestamp_seconds``, with each
+node's last admission record (rayfleet.admission, checked before its Ray started) as
+``rayfleet_admission_ok{check, node, rayfleet_cluster}`` and ``rayfleet_admission_timestamp_seconds``. A node unit
+refused at admission starts this check when it fails, so the metric says so at once.
 
 Exit status: 0 every check passed, 1 a check failed (the unit takes both as success), 2 the checker itself could not
 run (bad settings files, the state file not writable).
@@ -190,6 +193,18 @@ def read_boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
+
+
+def read_admission(settings: RayNodeSettings) -> dict[str, Any] | None:
+    """The node's last admission record (rayfleet.admission), in short: when, the verdict and each check."""
+    from rayfleet.admission import read_record
+
+    record = read_record(settings)
+    if record is None:
+        return None
+    return {"time": record.get("time"), "timestamp": record.get("timestamp"), "ok": bool(record.get("ok")),
+            "checks": [{"name": c.get("name"), "ok": bool(c.get("ok")), "reason": c.get("reason", "")}
+                       for c in record.get("checks") or [] if isinstance(c, Mapping)]}
 
 
 def storage_check() -> CheckResult:
@@ -374,6 +389,7 @@ class Environment:
     storage: Callable[[], CheckResult] = field(default=storage_check)
     run_script: Callable[[Path, float], tuple[int | None, str]] = field(default=run_script)
     boot_id: Callable[[], str] = field(default=read_boot_id)
+    admission: Callable[[RayNodeSettings], Mapping[str, Any] | None] = field(default=read_admission)
     now: Callable[[], float] = time.time
 
 
@@ -512,7 +528,7 @@ def run(nodes: Sequence[Node], options: Options, env: Environment, previous: Map
             "node_id": current.node_id if current is not None and current.alive else None,
             "ok": not failed, "checks": [c.to_dict() for c in checks],
             "drained": dict(ours) if ours else None, "restarted": dict(restarted) if restarted else None,
-            "action": action,
+            "action": action, "admission": env.admission(node.settings),
         })
 
     return {
@@ -547,6 +563,25 @@ def textfile(state: Mapping[str, Any]) -> str:
     for node in state["nodes"]:
         lines.append(f'rayfleet_health_drained{{node="{_label(node["name"])}",rayfleet_cluster="{cluster}"}} '
                      f'{1 if node.get("drained") else 0}')
+    admitted = [node for node in state["nodes"] if node.get("admission")]
+    lines += [
+        "# HELP rayfleet_admission_ok Whether a Ray node's admission check passed at its last start (1: passed or "
+        "not applicable, 0: failed: the node was refused and did not start).",
+        "# TYPE rayfleet_admission_ok gauge",
+    ] if admitted else []
+    for node in admitted:
+        for check in node["admission"].get("checks") or []:
+            lines.append(f'rayfleet_admission_ok{{check="{_label(check["name"])}",node="{_label(node["name"])}",'
+                         f'rayfleet_cluster="{cluster}"}} {1 if check["ok"] else 0}')
+    lines += [
+        "# HELP rayfleet_admission_timestamp_seconds When a Ray node's admission check last ran (Unix time).",
+        "# TYPE rayfleet_admission_timestamp_seconds gauge",
+    ] if admitted else []
+    for node in admitted:
+        stamp = node["admission"].get("timestamp")
+        if stamp is not None:
+            lines.append(f'rayfleet_admission_timestamp_seconds{{node="{_label(node["name"])}",'
+                         f'rayfleet_cluster="{cluster}"}} {stamp}')
     lines += [
         "# HELP rayfleet_health_last_run_timestamp_seconds When the rayfleet health check last ran (Unix time).",
         "# TYPE rayfleet_health_last_run_timestamp_seconds gauge",

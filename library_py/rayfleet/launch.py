@@ -8,6 +8,7 @@ The contract (what a launcher writes; everything else is baked into the image):
       {"role": "head"}                                         the head
       {"role": "worker", "head_address": "10.0.0.10:6379"}    a worker (host or host:port)
       optional: "node_ip" (default: this host's default-route address),
+                "num_gpus", "num_cpus" (default: the baked ones; the GPUs the node's admission expects),
                 "autoscaling_config" (head only: ray up's bootstrap config, to run the autoscaler)
   /etc/rayfleet/auth-token    the cluster's Ray token, mode 0600, owned by the Ray user, when the image was
                               baked with token authentication (ray_auth_mode: token). Never in the image.
@@ -15,7 +16,9 @@ The contract (what a launcher writes; everything else is baked into the image):
 The image holds ``/etc/rayfleet/launch-defaults.json`` (ports, paths, resources: what the ray role was given
 at bake time) and ``rayfleet-launch.service``, a oneshot that runs ``python -m rayfleet.launch`` at boot when
 the launch file exists. It writes the node's settings file (the same file the ``ray_node`` module writes, so a
-later ``site.yml`` run finds nothing to change), then enables and starts ``ray-<role>.service``.
+later ``site.yml`` run finds nothing to change), then enables and starts ``ray-<role>.service``. The unit proves the
+node before its Ray starts (``rayfleet.admission``: GPUs, DCGM, NCCL, shared storage, versions against the head's);
+a node it refuses does not join, and ``<temp_dir>/rayfleet-admission.json`` and the unit's journal say why.
 
 Examples:
   python -m rayfleet.launch                 # what the unit runs
@@ -41,7 +44,7 @@ from rayfleet.raynode import RayNodeSettings
 
 LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
 DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
-LAUNCH_KEYS = {"role", "head_address", "node_ip", "autoscaling_config"}
+LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "autoscaling_config"}
 BAKE_ONLY_KEYS = {"units", "config_paths", "service_user", "cluster_name"}
 
 

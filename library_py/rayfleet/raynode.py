@@ -6,6 +6,10 @@ the ``rayfleet.cluster.ray_node`` module. The systemd unit runs ``python -m rayf
 --config FILE``, which turns the file into ``ray start --block ...`` and runs it, so the file is the
 single source of truth: the module restarts Ray exactly when the file's content changes.
 
+Before it starts Ray, ``exec`` runs the node's admission checks (``rayfleet.admission``: GPUs, DCGM, NCCL, shared
+storage, versions against the head's); a node they refuse exits with status 3 (the units' RestartPreventExitStatus)
+and never joins. The head publishes its node library's digest in its GCS once it is up, for workers to compare.
+
 ``exec`` runs Ray as its child and stays as the unit's main process (a child subreaper): when
 ``ray start --block`` exits by itself (its raylet died, or the head's GCS restarted and the raylet
 was refused), the Ray processes it leaves behind are killed at once, so systemd restarts the node
@@ -32,7 +36,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -483,7 +487,26 @@ def _wait_children(until, timeout: float | None) -> None:
         time.sleep(0.2)
 
 
-def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float = 3.0) -> int:
+def admit(config: str, python: str = sys.executable) -> int | None:
+    """The node's admission checks (rayfleet.admission), in a child process whose output goes to the unit's
+    journal: None when the node may start, else the exit status for this process (REFUSED: the unit does not restart
+    it; 1: no verdict yet, the unit tries again)."""
+    from rayfleet.admission import PASSED, REFUSED
+
+    code = subprocess.run([python, "-m", "rayfleet.admission", "--config", config], check=False).returncode
+    if code == PASSED:
+        return None
+    return REFUSED if code == REFUSED else 1
+
+
+def publish_when_up(config: str, python: str = sys.executable) -> subprocess.Popen:
+    """The head: publish its node library's digest once its GCS is up (rayfleet.admission --publish), in a child
+    of its own that this process reaps with Ray's."""
+    return subprocess.Popen([python, "-m", "rayfleet.admission", "--config", config, "--publish"])
+
+
+def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float = 3.0,
+                   after_start: Callable[[], object] | None = None) -> int:
     """Run Ray as a child of this subreaper and return its exit status as a shell would (128 + signal).
 
     A stop signal goes to `ray start --block` alone, as Ray 2.60 expects of its PID 1: it asks the GCS to drain the
@@ -511,6 +534,8 @@ def run_supervised(argv: list[str], env: Mapping[str, str], stop_grace_s: float 
     for sig in STOP_SIGNALS:
         signal.signal(sig, forward)
     child = subprocess.Popen(argv, env=dict(env))
+    if after_start is not None:
+        after_start()
     if stopping:  # a stop that came while Ray was being started
         forward(stopping[0], None)
     while True:
@@ -570,7 +595,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rayfleet.raynode: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    return run_supervised(argv_ray, env)
+    refused = admit(args.config)
+    if refused is not None:
+        return refused
+    from rayfleet.admission import LABEL_KEY, LABEL_PASSED
+
+    argv_ray.append(f"--labels={LABEL_KEY}={LABEL_PASSED}")
+    after_start = (lambda: publish_when_up(args.config)) if settings.role == "head" else None
+    return run_supervised(argv_ray, env, after_start=after_start)
 
 
 if __name__ == "__main__":

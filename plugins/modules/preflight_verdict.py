@@ -58,6 +58,23 @@ options:
     type: list
     elements: str
     default: []
+  admitted:
+    description: The alive Ray nodes that passed their admission checks before their Ray started
+      (RV(rayfleet.cluster.ray_cluster_info#module:admitted_nodes)), recorded as C(admitted_nodes).
+    type: list
+    elements: str
+    default: []
+  unadmitted:
+    description: The alive Ray nodes started without the admission checks, recorded as C(unadmitted_nodes).
+    type: list
+    elements: str
+    default: []
+  joined:
+    description: The alive Ray nodes from outside the inventory (RV(rayfleet.cluster.ray_cluster_info#module:joined)),
+      recorded as C(joined_nodes).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -108,6 +125,19 @@ verdict:
       elements: str
     missing_nodes:
       description: The inventory's Ray nodes the preflight went on without, sorted.
+      type: list
+      elements: str
+    admitted_nodes:
+      description: The alive Ray nodes proved at admission (their admission checks passed before their Ray started),
+        sorted.
+      type: list
+      elements: str
+    unadmitted_nodes:
+      description: The alive Ray nodes started without the admission checks, sorted.
+      type: list
+      elements: str
+    joined_nodes:
+      description: The alive Ray nodes from outside the inventory (the autoscaler's, spot replacements), sorted.
       type: list
       elements: str
     bandwidth_measured:
@@ -161,6 +191,9 @@ def build_module():
             collective=dict(type="dict", default={}),
             not_run_reason=dict(type="str", default=""),
             missing=dict(type="list", elements="str", default=[]),
+            admitted=dict(type="list", elements="str", default=[]),
+            unadmitted=dict(type="list", elements="str", default=[]),
+            joined=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -198,7 +231,8 @@ def main():
                          % sys.executable)
     p = module.params
     verdict = build_verdict(p["problems"], p["node_ids"], p["collective"], time.time(), p["not_run_reason"],
-                            missing=p["missing"])
+                            missing=p["missing"], admitted=p["admitted"], unadmitted=p["unadmitted"],
+                            joined=p["joined"])
     content = json.dumps(verdict, indent=4, sort_keys=True) + "\n"
     before = read_text(p["path"])
     result = dict(changed=content != before, verdict=verdict, path=p["path"])

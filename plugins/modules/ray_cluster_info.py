@@ -136,6 +136,28 @@ missing:
   type: list
   elements: str
   sample: [worker2]
+admitted_nodes:
+  description: The alive nodes (by Ray node name) that passed their admission checks on their host before their Ray
+    started (the Ray node label C(rayfleet.io/admission=passed)).
+  returned: always
+  type: list
+  elements: str
+  sample: [10.0.0.10, 10.0.0.11]
+unadmitted_nodes:
+  description: The alive nodes (by Ray node name) started without rayfleet's admission checks (no
+    C(rayfleet.io/admission) label) - by hand, or by an older rayfleet release.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+joined:
+  description: The alive nodes (by Ray node name) that are none of O(wait_for.hosts) - nodes that joined from outside
+    the inventory, such as the autoscaler's or a spot replacement booted from a baked image. Empty without
+    O(wait_for.hosts).
+  returned: always
+  type: list
+  elements: str
+  sample: [10.0.0.23]
 ray_version:
   description: Version of Ray in the interpreter that ran the module.
   returned: always
@@ -205,7 +227,8 @@ def main():
         module.fail_json(msg=to_native(exc), ray_version=ray_version, **extra)
     except RayfleetError as exc:
         module.fail_json(msg=to_native(exc), ray_version=ray_version)
-    module.exit_json(changed=False, ray_version=ray_version, missing=missing_hosts(state, expected), **state.to_dict())
+    module.exit_json(changed=False, ray_version=ray_version, missing=missing_hosts(state, expected),
+                     joined=state.joined(expected) if expected else [], **state.to_dict())
 
 
 if __name__ == "__main__":

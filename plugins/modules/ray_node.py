@@ -20,6 +20,9 @@ description:
   - After a start or restart the module waits until the cluster's GCS node table (Ray's own C(GcsClient), as
     C(ray status) reads it) lists this node alive with the expected resources, and returns its node id, IP and
     resources. Only the GCS port is needed, so the head's dashboard may listen on its loopback only.
+  - The unit proves the node before C(ray start) with C(python -m rayfleet.admission) - GPUs through NVML, DCGM level 1
+    where installed, NCCL's bootstrap, the shared storage, Ray's and the node library's versions against the head's.
+    A node they refuse does not start, and the module fails at once with their reasons.
   - Must run with the Ray venv's interpreter (the C(rayfleet) library and C(ray) are imported there).
 author:
   - rayfleet authors (@rayfleet)
@@ -257,6 +260,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common i
 )
 
 try:
+    from rayfleet.admission import failures, read_record, record_path
     from rayfleet.cluster import gcs_fetcher, get_state, lacking_resources
     from rayfleet.errors import RayfleetError, SettingsError
     from rayfleet.raynode import RayNodeSettings, resolve, settings_diff, split_address
@@ -357,13 +361,29 @@ class NoSystemdService:
 REGISTRATION_GRACE_S = 15
 
 
-def wait_registered(module, settings, not_node_id, timeout):
-    """Poll the cluster's GCS node table until this node is alive with the expected resources."""
+def refused_since(settings, since):
+    """The reasons this node's admission checks (rayfleet.admission) refused it at a start after `since` (Unix
+    time), else None."""
+    record = read_record(settings)
+    if record is None or record.get("ok") or float(record.get("timestamp") or 0) < since:
+        return None
+    return failures(record)
+
+
+def wait_registered(module, settings, not_node_id, timeout, started=None):
+    """Poll the cluster's GCS node table until this node is alive with the expected resources; fail at once when
+    the node's admission checks refused it at a start after `started`."""
     fetch = gcs_fetcher(settings.gcs_address, timeout=10)
     want = settings.expected_resources()
     deadline = time.monotonic() + timeout
     problem = "no answer yet"
     while True:
+        refused = refused_since(settings, started) if started is not None else None
+        if refused:
+            module.fail_json(
+                msg="Ray %s on %s was refused at admission and did not start: %s. Its record: %s; see 'journalctl "
+                    "-u %s'." % (settings.role, settings.node_ip, "; ".join(refused), record_path(settings),
+                                 module.params["service"] or "ray-" + settings.role))
         try:
             node = get_state(fetch).alive_node(settings.node_ip, settings.node_name)
             if node is None:
@@ -496,6 +516,7 @@ def main():
     if changes:
         write_settings_file(module, config_path, content)
     previous_id = current_node_id(settings) if action == "restarted" and p["wait"] else None
+    started = time.time()
     if action == "restarted":
         service.action("restart", unit)
     elif action == "started":
@@ -503,7 +524,8 @@ def main():
 
     if p["wait"]:
         try:
-            node = wait_registered(module, settings, previous_id, p["wait_timeout"])
+            node = wait_registered(module, settings, previous_id, p["wait_timeout"],
+                                   started=started if action != "none" else None)
         except RayfleetError as exc:
             module.fail_json(msg=to_native(exc), **result)
         result.update(node_id=node.node_id, node_ip=node.node_ip, resources=dict(node.resources))

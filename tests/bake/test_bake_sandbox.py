@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,44 @@ def test_hosts_from_the_image_start_ray_by_themselves(cluster):
     assert len(machine_ids) == 3 and "" not in machine_ids
     assert len(host_keys) == 3
     assert exec_on(sb, "worker1", "stat -c '%U %a' /etc/rayfleet/auth-token").strip() == "rayfleet 600"
+
+
+ADMISSION_RECORD = "/tmp/ray/rayfleet-admission.json"  # the image's ray_temp_dir
+
+
+def test_hosts_from_the_image_were_admitted_before_their_ray_started(cluster):
+    """No Ansible: each booted host ran its admission checks before its raylet started, and passed them."""
+    sb, head_ip, _addresses = cluster
+    wait_alive(sb, head_ip, 3, timeout=120)
+    for host in ("head", "worker1", "worker2"):
+        record = json.loads(exec_on(sb, host, f"cat {ADMISSION_RECORD}"))
+        checks = {c["name"]: c["state"] for c in record["checks"]}
+        assert record["ok"] is True and record["role"] == ("head" if host == "head" else "worker"), (host, record)
+        # a worker compared its Ray, Python and node library with the head's (the image's: the same)
+        assert checks["versions"] == ("n/a" if host == "head" else "ok"), (host, record)
+
+
+def test_a_booted_host_whose_checks_fail_does_not_join_and_is_named(cluster):
+    """A worker launched with a GPU in its launch file, on a host without one: refused before its Ray starts."""
+    sb, head_ip, addresses = cluster
+    wait_alive(sb, head_ip, 3, timeout=120)
+    try:
+        hosts = sb.up(3, image=IMAGE, launch=True, launch_extra={"worker3": {"num_gpus": 1}})
+        address = next(h["address"] for h in hosts if h["host"].endswith("-worker3"))
+        deadline = time.monotonic() + 90
+        while exec_on(sb, "worker3", "systemctl show --property=ActiveState --value ray-worker.service",
+                      check=False).strip() != "failed":
+            assert time.monotonic() < deadline, exec_on(sb, "worker3", "journalctl --no-pager -n 40", check=False)
+            time.sleep(1)
+        record = json.loads(exec_on(sb, "worker3", f"cat {ADMISSION_RECORD}"))
+        assert record["ok"] is False and record["node"] == address
+        gpu = next(c for c in record["checks"] if c["name"] == "gpu")
+        assert gpu["reason"].startswith("the node is given 1 GPU(s) (num_gpus), but "), record
+        journal = exec_on(sb, "worker3", "journalctl --no-pager -n 80 -u ray-worker.service")
+        assert f"rayfleet.admission: {address} refused: gpu: the node is given 1 GPU(s)" in journal, journal[-3000:]
+        assert set(alive_nodes(sb, head_ip)) == set(addresses), "the refused host joined, or another left"
+    finally:
+        sb.remove("worker3")
 
 
 def test_site_yml_on_the_image_installs_only_the_nfs_server_and_keeps_ray(cluster):

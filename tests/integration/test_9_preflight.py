@@ -97,6 +97,10 @@ def test_preflight_passes_and_writes_the_report(request, tmp_path):
         assert found["reason"] == "no NVIDIA driver on this host (libnvidia-ml.so.1 not found)", name
     state = json.loads(head_host(request).file("/etc/rayfleet/preflight.json").content_string)
     assert state["ok"] is True and len(state["node_ids"]) == 3 and state["backend"] == "gloo"
+    # every node was proved at admission before its Ray started; none joined from outside the inventory
+    assert state["admitted_nodes"] == sorted(inventory_ips(request).values()), state
+    assert (state["unadmitted_nodes"], state["joined_nodes"]) == ([], []), state
+    assert "Proved at admission: 3 of 3." in job.stdout
     # the job ran after the preflight passed
     assert job.stdout.index("Preflight passed") < job.stdout.index("demo-job-1: SUCCEEDED")
     assert "cluster CPUs 6.0" in (tmp_path / "jobs" / "demo-job-1.log").read_text()

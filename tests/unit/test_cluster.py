@@ -127,6 +127,7 @@ class FakeGcsNodeInfo:
         self.node_name = ip
         self.resources_total = {"CPU": 2.0, f"node:{ip}": 1.0}
         self.start_time_ms = start
+        self.labels = {"rayfleet.io/admission": "passed"} if head else {}
 
 
 def test_gcs_node_table_reads_like_the_state_api():
@@ -137,6 +138,7 @@ def test_gcs_node_table_reads_like_the_state_api():
     head, dead = state.nodes
     assert head.node_id == "ab" * 28 and head.alive and head.is_head and head.resources == {"CPU": 2.0}
     assert head.start_time_ms == 5 and head.node_name == "10.0.0.1"
+    assert head.admitted and not dead.admitted and head.labels == {"rayfleet.io/admission": "passed"}
     assert dead.state == "DEAD" and list(state.alive_by_ip()) == ["10.0.0.1"]
 
 
@@ -204,3 +206,16 @@ def test_a_hosts_node_instances_are_found_by_name_and_expected_by_name():
                 "10.0.0.2/gpu2": "worker1/gpu2"}
     from rayfleet.cluster import missing_hosts
     assert missing_hosts(state, expected) == ["worker1/gpu2"]
+
+
+def test_nodes_proved_at_admission_and_nodes_from_outside_the_inventory_are_named():
+    admitted = dict(node("10.0.0.1", head=True), labels={"rayfleet.io/admission": "passed"})
+    started_by_hand = node("10.0.0.2")
+    autoscaled = dict(node("10.0.0.9"), labels={"rayfleet.io/admission": "passed", "ray.io/node-id": "x"})
+    gone = dict(node("10.0.0.3", "DEAD"), labels={"rayfleet.io/admission": "passed"})
+    state = get_state(lambda: [admitted, started_by_hand, autoscaled, gone])
+    summary = state.to_dict()
+    assert summary["admitted_nodes"] == ["10.0.0.1", "10.0.0.9"]
+    assert summary["unadmitted_nodes"] == ["10.0.0.2"]
+    assert state.joined({"10.0.0.1": "head", "10.0.0.2": "worker1", "10.0.0.3": "worker2"}) == ["10.0.0.9"]
+    assert summary["nodes"][0]["labels"] == {"rayfleet.io/admission": "passed"}

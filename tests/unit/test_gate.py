@@ -115,7 +115,8 @@ def test_cli_allow_missing(tmp_path, capsys):
 def test_verdict_of_a_measured_pass():
     verdict = build_verdict([], ["n2", "n1", "n2"], MEASURED, NOW)
     assert verdict == {"ok": True, "time": "2027-01-15T08:00:00Z", "epoch": 1_800_000_000, "problems": [],
-                       "node_ids": ["n1", "n2"], "missing_nodes": [], "bandwidth_measured": True, "backend": "gloo",
+                       "node_ids": ["n1", "n2"], "missing_nodes": [], "admitted_nodes": [], "unadmitted_nodes": [],
+                       "joined_nodes": [], "bandwidth_measured": True, "backend": "gloo",
                        "ranks": 3,
                        "peak_busbw_gbps": 0.49, "min_busbw_gbps": None, "bandwidth_note": ""}
     assert decide(verdict, ["n1", "n2"], NOW + 5, 3600, "head")[0]
@@ -191,3 +192,11 @@ def test_cli_bad_input_is_a_usage_error(tmp_path, capsys, content, alive, words)
     assert main(["--state", str(state), "--max-age", "60", "--alive-json", alive]) == 2
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert result["ok"] is False and words in result["message"]
+
+
+def test_the_verdict_names_the_nodes_proved_at_admission_and_those_that_joined():
+    verdict = build_verdict([], ["n1", "n2", "n3"], MEASURED, NOW, admitted=["10.0.0.2", "10.0.0.1", "10.0.0.9"],
+                            unadmitted=["10.0.0.3"], joined=["10.0.0.9"])
+    assert verdict["ok"] is True
+    assert verdict["admitted_nodes"] == ["10.0.0.1", "10.0.0.2", "10.0.0.9"]
+    assert (verdict["unadmitted_nodes"], verdict["joined_nodes"]) == (["10.0.0.3"], ["10.0.0.9"])

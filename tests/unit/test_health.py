@@ -90,7 +90,7 @@ class FakeCluster:
             unit_active=lambda unit: unit in self.active,
             storage=lambda: storage or CheckResult("storage", NOT_APPLICABLE, "no shared storage"),
             run_script=run_script or health.run_script,
-            boot_id=lambda: "boot-1", now=lambda: 1_800_000_000.0)
+            boot_id=lambda: "boot-1", admission=lambda _s: None, now=lambda: 1_800_000_000.0)
 
 
 @pytest.fixture()

@@ -212,3 +212,32 @@ def test_a_node_instance_waits_for_its_own_name_not_its_hosts_ip(node_env):
     FakeCluster.node_name = "10.0.0.10/gpu0"
     bad = run(ray_node, dict(base, node_name="10.0.0.10/gpu1", state="restarted"))
     assert bad.failed and "no alive node named 10.0.0.10/gpu1 is registered" in bad.result["msg"]
+
+
+def test_a_node_refused_at_admission_fails_at_once_with_the_reasons(node_env, tmp_path, monkeypatch):
+    """The unit's admission checks refuse the node (its record, written after the start, says why): the module
+    fails naming them instead of waiting out wait_timeout; a refusal from before this start is no verdict on it."""
+    from rayfleet import admission
+
+    args, _config = node_env
+    record = {"ok": False, "timestamp": 0.0, "checks": [
+        {"name": "gpu", "ok": False, "reason": "the node is given 1 GPU(s) (num_gpus), but NVML not available"}]}
+    args = dict(args, temp_dir=str(tmp_path / "raytmp"), wait_timeout=1)
+
+    class Refusing(FakeSystemd):
+        def action(self, verb, unit):
+            FakeSystemd.actions.append((verb, unit))
+            admission.write_record(tmp_path / "raytmp" / admission.RECORD_NAME, dict(record, timestamp=1e12))
+
+    monkeypatch.setattr(ray_node, "Systemd", Refusing)
+    out = run(ray_node, args)
+    assert out.failed
+    assert out.result["msg"].startswith("Ray head on 10.0.0.10 was refused at admission and did not start: gpu: the "
+                                        "node is given 1 GPU(s) (num_gpus), but NVML not available. Its record: "
+                                        f"{tmp_path}/raytmp/rayfleet-admission.json")
+
+    # an old refusal (before this start) is not taken for this start's: the wait runs its course
+    monkeypatch.setattr(ray_node, "Systemd", FakeSystemd)
+    admission.write_record(tmp_path / "raytmp" / admission.RECORD_NAME, record)
+    out = run(ray_node, args)
+    assert not out.failed, out.result
