@@ -22,8 +22,9 @@ unit is started again (``site.yml`` does). The reason is printed to the unit's j
 admission file (``<temp_dir>/rayfleet-admission.json``: time, verdict, each check); the health timer, which the unit
 starts when it fails, exports it as ``rayfleet_admission_ok{check, node, rayfleet_cluster}``.
 
-A worker that cannot reach its head's GCS yet exits UNREACHABLE: that is no verdict on the node, and the unit tries
-again after its restart delay, as it does when ``ray start`` finds no head.
+A worker that cannot reach its head's GCS yet, or a node whose shared storage's server does not answer yet (an NFS
+server restarting with the cluster), exits UNREACHABLE: that is no verdict on the node, and the unit tries again after
+its restart delay, as it does when ``ray start`` finds no head.
 
 Examples (on a node, in the Ray venv, as the Ray user):
   python -m rayfleet.admission --config /etc/rayfleet/ray-worker.json            # check, print, record
@@ -69,8 +70,13 @@ OK, FAILED, NOT_APPLICABLE = "ok", "failed", "n/a"
 PASSED, REFUSED, UNREACHABLE = 0, 3, 75
 
 
-class HeadUnreachable(RayfleetError):
-    """The head's GCS does not answer yet: no verdict on this node."""
+class Unavailable(RayfleetError):
+    """What the checks need from another host (the head's GCS, the shared storage's server) does not answer yet: no
+    verdict on this node, which tries again."""
+
+
+class HeadUnreachable(Unavailable):
+    """The head's GCS does not answer yet."""
 
 
 @dataclass(frozen=True)
@@ -209,8 +215,20 @@ def nccl_check(config: str, vendor: str, report: Any) -> Check:
 
 
 def storage_check() -> Check:
+    """The shared storage as the health check probes it; a server that does not answer (it may be starting with the
+    cluster: an NFS server on the head) is no verdict on this node (Unavailable)."""
+    from rayfleet import storage
     from rayfleet.health import storage_check as probe
 
+    try:
+        config = storage.load_config()
+    except RayfleetError:
+        config = None  # the probe says why it cannot read the record
+    for mount in config.mounts if config else []:
+        reachable, why = storage.tcp_reachable(mount.server, config.port, config.timeout)
+        if not reachable:
+            raise Unavailable(f"the shared storage's server does not answer ({why}), so {mount.path} cannot be "
+                              "checked yet")
     found = probe()
     return Check("storage", found.state, found.reason)
 
@@ -253,8 +271,8 @@ class Environment:
 
 
 def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str, Any]:
-    """Every check once, in order; the record the node's admission file holds. Raises HeadUnreachable when a
-    worker's head does not answer (no verdict)."""
+    """Every check once, in order; the record the node's admission file holds. Raises Unavailable when a worker's
+    head or the shared storage's server does not answer (no verdict)."""
     vendor, report = env.read_gpus()
     checks: list[Check] = [gpu_check(settings, vendor, report), env.dcgm(vendor, report),
                            env.nccl(config, vendor, report), env.storage()]
@@ -326,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(publish(settings, args.publish_wait))
             return PASSED
         record = admit(args.config, settings, Environment())
-    except HeadUnreachable as exc:
+    except Unavailable as exc:
         say(f"{exc}; no verdict yet, the unit tries again")
         return UNREACHABLE
     except RayfleetError as exc:

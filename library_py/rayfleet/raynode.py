@@ -567,6 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["args", "exec", "show"],
                         help="args: print the ray start line; exec: run it (systemd ExecStart); show: settings JSON")
     parser.add_argument("--config", required=True, help="settings file written by the ray_node module")
+    parser.add_argument("--no-admission", dest="admission", action="store_false",
+                        help="exec: start without the admission checks (by hand, to look into a node they refuse); the "
+                        "node carries no rayfleet.io/admission label, and the preflight names it")
     parser.add_argument("--ray-bin", help="run this ray instead of the settings' ray_bin: a path, or a name looked "
                         "up on PATH (a container node runs the image's ray: --ray-bin ray)")
     args = parser.parse_args(argv)
@@ -595,12 +598,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rayfleet.raynode: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    refused = admit(args.config)
-    if refused is not None:
-        return refused
-    from rayfleet.admission import LABEL_KEY, LABEL_PASSED
+    if args.admission:
+        refused = admit(args.config)
+        if refused is not None:
+            return refused
+        from rayfleet.admission import LABEL_KEY, LABEL_PASSED
 
-    argv_ray.append(f"--labels={LABEL_KEY}={LABEL_PASSED}")
+        argv_ray.append(f"--labels={LABEL_KEY}={LABEL_PASSED}")
     after_start = (lambda: publish_when_up(args.config)) if settings.role == "head" else None
     return run_supervised(argv_ray, env, after_start=after_start)
 

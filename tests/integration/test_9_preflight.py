@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 
 import yaml
@@ -159,24 +160,56 @@ def test_gate_shuts_when_a_node_changed_since_the_preflight(request, tmp_path):
         job.stdout[-3000:])
 
 
-def test_gpus_ray_claims_but_nvml_cannot_see_fail_the_gate(request, tmp_path):
-    """Ray told a worker has a GPU (num_gpus=1) that NVML does not see: the preflight names that node."""
+def test_a_gpu_the_host_does_not_have_is_refused_at_admission_by_site_yml(request):
+    """Ray told a worker has a GPU (ray_num_gpus=1) that NVML does not see: the node's admission refuses it before
+    its Ray starts, and site.yml fails at once naming the node and the check."""
     victim = f"{SANDBOX}-worker2"
+    ips = inventory_ips(request)
     # only the victim's Ray stage re-runs (--limit), as an operator changing one node would do it
     fake = run_site("--tags", "ray", "--limit", victim, "-e", json.dumps({"ray_num_gpus": 1}))
+    # a plain run: the --tags run changed the victim's ray stage, so the stage has no record there until a run
+    # applies it whole
+    restored = run_site("--limit", victim)
+    assert restored.returncode == 0, restored.stdout[-3000:]
+    assert fake.returncode != 0
+    assert (f"Ray worker on {ips[victim]} was refused at admission and did not start: gpu: the node is given 1 GPU(s) "
+            "(num_gpus), but no NVIDIA driver on this host" in fake.stdout), fake.stdout[-3000:]
+    head = head_host(request)
+    wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120)
+
+
+# A worker's Ray started by hand without its admission checks (rayfleet.raynode exec --no-admission), from a settings
+# file that gives it a GPU: what the preflight must catch when a node never went through admission
+BY_HAND = ("systemd-run --unit=rayfleet-by-hand --uid=rayfleet --gid=rayfleet --property=KillMode=mixed "
+           f"--setenv=PATH={VENV}/bin:/usr/bin:/bin {VENV}/bin/python "
+           "-m rayfleet.raynode exec --config /etc/rayfleet/ray-worker.json --no-admission")
+
+
+def test_gpus_ray_claims_but_nvml_cannot_see_fail_the_gate(request, tmp_path):
+    """A worker started by hand, without admission, and told it has a GPU (num_gpus=1) that NVML does not see: the
+    preflight names that node, and its verdict lists it as started without admission."""
+    victim = f"{SANDBOX}-worker2"
+    head = head_host(request)
+    ips = inventory_ips(request)
+    settings = "/etc/rayfleet/ray-worker.json"
+    edit = (f"import json; p = {settings!r}; d = json.load(open(p)); d['num_gpus'] = 1; "
+            "open(p, 'w').write(json.dumps(d, indent=2, sort_keys=True) + '\\n')")
+    old = {n["node_id"] for n in ray_nodes(head, node_ip(head)) if n["node_ip"] == ips[victim]}
+    podman("exec", container(victim), "sh", "-c", f"cp -p {settings} {settings}.preflight-test && "
+           f"python3 -c {shlex.quote(edit)} && systemctl stop ray-worker.service && {BY_HAND}")
     try:
-        assert fake.returncode == 0, fake.stdout[-3000:]
+        wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120, exclude_ids=old)
         proc = preflight(tmp_path)
     finally:
-        # a plain run: the --tags run changed the victim's ray stage, so the stage has no record there until a run
-        # applies it whole
-        restored = run_site("--limit", victim)
-    assert restored.returncode == 0, restored.stdout[-3000:]
+        podman("exec", container(victim), "sh", "-c", f"systemctl stop rayfleet-by-hand; "
+               f"mv {settings}.preflight-test {settings} && systemctl start ray-worker.service")
+        wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120)
     assert proc.returncode != 0
     assert (f"{victim}: Ray reports 1 GPU(s) on this node, but no NVIDIA driver on this host"
             in proc.stdout), proc.stdout[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert not result["ok"] and result["gpus"][victim]["ray_gpus"] == 1.0
+    assert result["verdict"]["unadmitted_nodes"] == [ips[victim]], result["verdict"]
     assert "not measured" in (tmp_path / "report.md").read_text()
 
 

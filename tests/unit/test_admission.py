@@ -104,6 +104,17 @@ def test_a_head_that_does_not_answer_gives_no_verdict():
         admission.admit("/c", settings(), env(head=HeadUnreachable("the head's GCS at 10.0.0.1:6379 does not answer")))
 
 
+def test_a_storage_server_that_does_not_answer_gives_no_verdict(monkeypatch):
+    from rayfleet import storage
+
+    config = storage.StorageConfig(mounts=(storage.Mount("/mnt/shared", "10.0.0.1", "/srv/shared", "nfs"),),
+                                   user="rayfleet", timeout=1.0, port=2049, kernel_client=True)
+    monkeypatch.setattr(storage, "load_config", lambda: config)
+    monkeypatch.setattr(storage, "tcp_reachable", lambda server, port, timeout: (False, f"{server}:{port}: refused"))
+    with pytest.raises(admission.Unavailable, match="server does not answer"):
+        admission.storage_check()
+
+
 def test_storage_failure_refuses_the_node():
     bad = Check("storage", FAILED, "/mnt/shared: not writable by rayfleet: Permission denied")
     record = admission.admit("/c", settings(), env(storage=bad))
@@ -193,3 +204,19 @@ def test_the_health_metric_carries_the_admission_record(tmp_path):
     assert 'rayfleet_admission_ok{check="gpu",node="10.0.0.5",rayfleet_cluster="default"} 1' in text
     assert 'rayfleet_admission_timestamp_seconds{node="10.0.0.5",rayfleet_cluster="default"} 1800000000.0' in text
     assert health.read_admission(settings(tmp=tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize(("extra", "admit_code", "want_code", "label"), [
+    ([], None, 0, True), ([], 3, 3, None), (["--no-admission"], 3, 0, False)])
+def test_raynode_exec_labels_an_admitted_node_and_starts_none_refused(tmp_path, monkeypatch, extra, admit_code,
+                                                                      want_code, label):
+    config = tmp_path / "ray-worker.json"
+    config.write_text(settings(tmp=tmp_path / "ray").to_json())
+    started = []
+    monkeypatch.setattr(raynode, "admit", lambda _config: admit_code)
+    monkeypatch.setattr(raynode, "run_supervised", lambda argv, env, after_start=None: started.append(argv) or 0)
+    assert raynode.main(["exec", "--config", str(config), *extra]) == want_code
+    if label is None:
+        assert started == []
+    else:
+        assert ("--labels=rayfleet.io/admission=passed" in started[0]) is label
