@@ -96,22 +96,28 @@ def exec_on(sandbox: Sandbox, host: str, command: str, check: bool = True) -> st
     return proc.stdout
 
 
-def alive_nodes(sandbox: Sandbox, head_ip: str, token_path: str = TOKEN_PATH) -> dict[str, str]:
-    """The GCS node table, asked on the head as the Ray user: node IP -> node id of the ALIVE nodes ({} if none)."""
+ADMITTED = ("rayfleet.io/admission", "passed")
+
+
+def alive_nodes(sandbox: Sandbox, head_ip: str, token_path: str = TOKEN_PATH, *, admitted: bool = False
+                ) -> dict[str, str]:
+    """The GCS node table, asked on the head as the Ray user: node IP -> node id of the ALIVE nodes ({} if none);
+    admitted: only those that passed their admission checks before their Ray started (the node label)."""
     out = exec_on(sandbox, "head", f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --json "
                                    f"--auth-token-path {token_path} --address {head_ip}:{GCS_PORT} "
                                    "2>/dev/null", check=False)
     try:
-        return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"}
+        return {n["node_ip"]: n["node_id"] for n in json.loads(out)["nodes"] if n["state"] == "ALIVE"
+                and (not admitted or (n.get("labels") or {}).get(ADMITTED[0]) == ADMITTED[1])}
     except (ValueError, KeyError):
         return {}
 
 
 def wait_alive(sandbox: Sandbox, head_ip: str, count: int, timeout: float = 120,
-               token_path: str = TOKEN_PATH) -> dict[str, str]:
+               token_path: str = TOKEN_PATH, *, admitted: bool = False) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        nodes = alive_nodes(sandbox, head_ip, token_path)
+        nodes = alive_nodes(sandbox, head_ip, token_path, admitted=admitted)
         if len(nodes) >= count:
             return nodes
         if time.monotonic() > deadline:

@@ -5,7 +5,8 @@
   bare      wall time of the full site.yml on fresh hosts of the bare Debian image
   bake      wall time of playbooks/bake.yml on one bare builder (podman backend, commit included)
   alive     from `podman create` of the hosts of the baked image (launch file written before boot) until Ray's
-            state API on the head lists every node ALIVE: no Ansible involved (median of --boots fresh clusters)
+            node table on the head lists every node ALIVE with its admission label (its checks passed before its
+            Ray started): no Ansible involved (median of --boots fresh clusters)
   verified  from the same start until site.yml on those hosts has finished (every node checked alive, the cluster
             check passed): what an operator waits for (median of --boots)
 
@@ -73,7 +74,7 @@ def boot(name: str, workers: int, image: str, in_image: dict[str, str]
     try:
         start = time.monotonic()
         hosts = sb.up(workers, image=image, launch=True)
-        wait_alive(sb, hosts[0]["address"], len(hosts), timeout=180)
+        wait_alive(sb, hosts[0]["address"], len(hosts), timeout=180, admitted=True)
         alive = time.monotonic() - start
         site, _changed, roles, _out, _cpu = run_site(sb)
         done = time.monotonic() - start
@@ -137,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         "hosts": args.workers + 1,
         "workers": args.workers,
         "boots": args.boots,
+        # the alive figure counts a node once it carries its admission label (its checks passed before Ray started)
+        "alive_admitted": True,
         "image_bytes": size,
         **figures,
         "goal_verified_s": GOAL_VERIFIED_S,
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         ("measure", "seconds", "note"),
         ("bare site.yml", f"{bare:.1f}", f"{args.workers + 1} fresh bare hosts"),
         ("bake.yml", f"{baked:.1f}", "one builder, commit included"),
-        ("boot -> Ray alive", f"{figures['median_boot_to_alive_s']:.1f}",
+        ("boot -> admitted, alive", f"{figures['median_boot_to_alive_s']:.1f}",
          "median of " + " / ".join(f"{r[0]:.1f}" for r in runs)),
         ("boot -> site.yml verified", f"{figures['median_boot_to_verified_s']:.1f}",
          "median of " + " / ".join(f"{r[1]:.1f}" for r in runs)),
