@@ -180,7 +180,7 @@ def test_a_gpu_the_host_does_not_have_is_refused_at_admission_by_site_yml(reques
 
 # A worker's Ray started by hand without its admission checks (rayfleet.raynode exec --no-admission), from a settings
 # file that gives it a GPU: what the preflight must catch when a node never went through admission
-BY_HAND = ("systemd-run --unit=rayfleet-by-hand --uid=rayfleet --gid=rayfleet --property=KillMode=mixed "
+BY_HAND = ("systemd-run --unit=rayfleet-by-hand --collect --uid=rayfleet --gid=rayfleet --property=KillMode=mixed "
            f"--setenv=PATH={VENV}/bin:/usr/bin:/bin {VENV}/bin/python "
            "-m rayfleet.raynode exec --config /etc/rayfleet/ray-worker.json --no-admission")
 
@@ -195,14 +195,16 @@ def test_gpus_ray_claims_but_nvml_cannot_see_fail_the_gate(request, tmp_path):
     edit = (f"import json; p = {settings!r}; d = json.load(open(p)); d['num_gpus'] = 1; "
             "open(p, 'w').write(json.dumps(d, indent=2, sort_keys=True) + '\\n')")
     old = {n["node_id"] for n in ray_nodes(head, node_ip(head)) if n["node_ip"] == ips[victim]}
-    podman("exec", container(victim), "sh", "-c", f"cp -p {settings} {settings}.preflight-test && "
-           f"python3 -c {shlex.quote(edit)} && systemctl stop ray-worker.service && {BY_HAND}")
+    podman("exec", container(victim), "cp", "-p", settings, f"{settings}.preflight-test")
     try:
+        podman("exec", container(victim), "sh", "-c", f"python3 -c {shlex.quote(edit)} && "
+               f"systemctl stop ray-worker.service && {BY_HAND}")
         wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120, exclude_ids=old)
         proc = preflight(tmp_path)
     finally:
-        podman("exec", container(victim), "sh", "-c", f"systemctl stop rayfleet-by-hand; "
-               f"mv {settings}.preflight-test {settings} && systemctl start ray-worker.service")
+        podman("exec", container(victim), "sh", "-c", "systemctl stop rayfleet-by-hand; "
+               f"systemctl reset-failed rayfleet-by-hand; mv {settings}.preflight-test {settings} && "
+               "systemctl start ray-worker.service")
         wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120)
     assert proc.returncode != 0
     assert (f"{victim}: Ray reports 1 GPU(s) on this node, but no NVIDIA driver on this host"
