@@ -15,6 +15,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     SETTING_DEFAULTS,
     SETTING_VARS,
     cluster_members,
+    cluster_networks,
     host_plan,
     member_ip,
 )
@@ -68,8 +69,10 @@ class ActionModule(PlanAction):
             theirs = {key: hv.get(key) for key in MEMBER_VARS}
             return {**theirs, **monitoring}
 
+        network = settings.get("ray_membership") == "network"
         cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
-                                  left_out=args.get("left_out") or ())
+                                  left_out=args.get("left_out") or (),
+                                  networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None)
         return {"host": mine, "cluster": cluster}
 
     def _heads_value(self, host, head, var, args, hostvars):
@@ -78,8 +81,9 @@ class ActionModule(PlanAction):
         head_vars = hostvars.get(head) or {}
         if head_vars.get(var) is not None:
             return head_vars[var]
+        mine = args.get(var, SETTING_DEFAULTS.get(var))
         if var not in (hostvars.get(host) or {}):
-            return args.get(var)
+            return mine
         role = getattr(self._task, "_role", None)
         default = role.get_default_vars().get(var) if role is not None else None
-        return self._templar.template(default) if default is not None else args.get(var)
+        return self._templar.template(default) if default is not None else mine

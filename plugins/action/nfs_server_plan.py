@@ -33,7 +33,8 @@ class ActionModule(PlanAction):
 
             def hostvars_of(name):
                 hv = hostvars.get(name) or {}
-                return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts")}
+                return {key: hv.get(key) for key in ("ray_node_ip", "ray_node_instances", "ansible_facts",
+                                                     "ray_membership", "ray_cluster_networks")}
 
             addresses, source = run_cluster_sources(host, plan_of, task_vars.get("groups", {}), hostvars_of)
         result["cluster_source"] = source

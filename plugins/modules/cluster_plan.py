@@ -52,6 +52,16 @@ options:
       - The controller's file of the cluster's Ray token, an absolute path that is not a directory.
       - Required with O(ray_auth_mode=token); not read with C(disabled).
     type: str
+  ray_membership:
+    description:
+      - C(static) (the cluster's sources are its members' addresses) or C(network) (they are O(ray_cluster_networks));
+        C(network) needs O(ray_auth_mode=token) and the host's address in one of the networks.
+    type: str
+    default: static
+  ray_cluster_networks:
+    description: The cluster's networks (CIDRs), the sources with O(ray_membership=network).
+    type: raw
+    default: []
   ray_cluster_name:
     description:
       - The cluster's name in unit and file names - lowercase letters, digits and C(-), starting with a letter or

@@ -342,6 +342,8 @@ DASHBOARD_URL_VARS = ("ray_dashboard_prometheus_url", "ray_dashboard_grafana_url
 # those are plain values; the role's tasks/plan.yml gives every one)
 SETTING_DEFAULTS = {
     "ray_cluster_name": "",
+    "ray_membership": "static",
+    "ray_cluster_networks": [],
     "ray_runtime": "host",
     "ray_state": "started",
     "ray_stop_drain_s": 20,
@@ -540,11 +542,50 @@ def _container_problems(v, is_gpu_host, is_file):
     return out
 
 
+MEMBERSHIPS = ("static", "network")
+
+
+def cluster_networks(value):
+    """The networks of ray_cluster_networks (texts, host bits cleared), None when it is not a list of CIDRs."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        return None
+    found = [check_network(item) if isinstance(item, str) else None for item in value]
+    return None if None in found else found
+
+
+def _membership_problems(v):
+    """(variable, expected) of the membership settings: network membership admits whole networks, so Ray's token
+    must be on and the networks given."""
+    mode = v.get("ray_membership", "static")
+    if mode not in MEMBERSHIPS:
+        return [("ray_membership", "static or network")]
+    networks = cluster_networks(v.get("ray_cluster_networks"))
+    if networks is None:
+        return [("ray_cluster_networks", "a list of CIDRs (10.0.0.0/16, fd00::/64): the cluster's networks")]
+    if mode != "network":
+        return []
+    found = []
+    if v.get("ray_auth_mode") != "token":
+        found.append(("ray_membership", "static unless ray_auth_mode is token (it is %s): network membership admits "
+                      "every host of ray_cluster_networks, so the cluster's token must be the lock"
+                      % _json(v.get("ray_auth_mode"))))
+    if not networks:
+        found.append(("ray_cluster_networks", "at least one CIDR (the VPC subnet, the placement group's range) with "
+                      "ray_membership network"))
+    return found
+
+
+def in_networks(ip, networks):
+    """Whether the address ip is inside one of the networks (texts)."""
+    address = ipaddress.ip_address(ip)
+    return any(address in ipaddress.ip_network(net) for net in networks)
+
+
 def _settings_problems(host, v, groups, role, *, is_file, is_dir):
     """The problems of the settings the plan checks but does not plan with: one per bad variable, naming it, its
     value and what was expected."""
     found = (_token_problems(v, is_dir) + _service_problems(v, role) + _preemption_problems(v)
-             + _dashboard_problems(v) + _container_problems(v, "gpu" in groups, is_file))
+             + _dashboard_problems(v) + _container_problems(v, "gpu" in groups, is_file) + _membership_problems(v))
     return ["ray on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected) for var, expected in found]
 
 
@@ -598,6 +639,12 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
                         or any(c.isspace() for c in temp_dir)):
         problems.append("ray on %s: ray_temp_dir is %s; expected an absolute path without spaces."
                         % (host, _json(temp_dir)))
+    networks = cluster_networks(v.get("ray_cluster_networks"))
+    if (node_ip is not None and v.get("ray_membership") == "network" and networks
+            and not in_networks(node_ip, networks)):
+        problems.append("ray on %s: ray_node_ip %s is in none of ray_cluster_networks %s; expected every node's "
+                        "address in the cluster's networks (ray_membership network admits those only)."
+                        % (host, node_ip, _json(v.get("ray_cluster_networks"))))
     instance_problems = _instance_problems(v, "gpu" in groups, role)
     if instance_problems:
         problems.append("ray on %s: ray_node_instances %s - %s. %s" % (
@@ -723,7 +770,7 @@ def _check_ports(host, v, base, instances, *, span, slot_count):
 
 # The settings every node of a cluster must share with its head: Ray refuses a node of another release, and a head with
 # token authentication refuses a node without the token
-CLUSTER_WIDE_VARS = ("ray_version", "ray_auth_mode")
+CLUSTER_WIDE_VARS = ("ray_version", "ray_auth_mode", "ray_membership", "ray_cluster_networks")
 
 
 def _check_cluster_wide(host, v):
@@ -813,13 +860,15 @@ MEMBER_MONITORING_VARS = ("monitoring_enabled", "monitoring_node_exporter", "mon
                           "monitoring_dcgm_exporter", "monitoring_dcgm_exporter_port")
 
 
-def cluster_members(head, workers, hostvars_of, left_out=()):
+def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
     ansible_facts, ray_cluster_name, and MEMBER_MONITORING_VARS where set).
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
-    cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive)."""
+    cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive).
+    networks: the cluster's networks (ray_membership network), which are then its sources instead of the members'
+    addresses: a member that joins or leaves changes no host's firewall, from= or NFS exports."""
     members = list(head) + [w for w in workers if w not in head]
     ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
@@ -835,12 +884,14 @@ def cluster_members(head, workers, hostvars_of, left_out=()):
             awaited.update(nodes)
     found = [a for host in members for a in addresses[host]]
     # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
+    if networks is not None:
+        found = list(networks)
     sources = list(dict.fromkeys([a for a in found if ":" not in a] + [a for a in found if ":" in a]))
     # the head's ray_cluster_name: the name of its settings file and units, which hosts outside the cluster (a submit
     # host) read
     name = str(hostvars_of(members[0]).get("ray_cluster_name") or "") if head else ""
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
-            "cluster_name": name,
+            "cluster_name": name, "membership": "static" if networks is None else "network",
             "known_hosts": known_hosts, "monitoring": monitoring,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

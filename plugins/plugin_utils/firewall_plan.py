@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, check_ip
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    _json,
+    check_ip,
+    check_network,
+)
 
 EPHEMERAL_TABLE = "rayfleet_ephemeral"
 EPHEMERAL_RULES_PATH = "/etc/nftables.rayfleet-ephemeral.nft"
@@ -105,8 +110,8 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
     """This host's firewall: names, address sets and port lists for the templates.
 
     args: the firewall role's variables (firewall_*, ray_cluster_name).
-    member_addresses: every address of every cluster host (a node may reach another from any interface): the
-    cluster plan's sources.
+    member_addresses: every address of every cluster host (a node may reach another from any interface), or the
+    cluster's networks with ray_membership network: the cluster plan's sources.
     ray_ports_extra: the node ports of the host's node instances beyond slot 0 (the cluster plan's).
     nfs_port: the NFS port when the host serves NFS to the cluster (0: it does not); nfs_extra_clients, the
     addresses or CIDRs outside the cluster it serves too.
@@ -127,7 +132,8 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
         problems.append("%s nfs_server_port is %s: expected a TCP port (1-65535)." % (prefix, _json(nfs_port)))
     members = []
     for address in member_addresses:
-        found = check_ip(address)
+        # a member's address, or one of the cluster's networks (ray_membership network)
+        found = check_network(address) if "/" in str(address) else check_ip(address)
         if found is None:
             problems.append("%s a cluster host's address %s is not an IP address." % (prefix, _json(address)))
         else:

@@ -24,8 +24,10 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     _json,
     _whole,
     check_ip,
+    check_network,
     check_ownership,
     cluster_members,
+    cluster_networks,
     path_problem,
 )
 
@@ -212,7 +214,8 @@ def nfs_server_plan(host, v, cluster_addresses, os_family):
                         "cluster.sources)." % (prefix, _json(cluster_addresses)))
     else:
         for address in cluster_addresses:
-            found = check_ip(address)
+            # a member's address, or one of the cluster's networks (ray_membership network)
+            found = check_network(address) if "/" in str(address) else check_ip(address)
             if found is None:
                 problems.append("%s a cluster host's address %s is not an IP address." % (prefix, _json(address)))
             else:
@@ -273,12 +276,16 @@ def run_cluster_sources(host, plan_of, groups, hostvars_of):
     This run's cluster plan (the host's own when it is a cluster member, else the head's, as the stages' inputs read
     it): plan_of(name) -> that host's registered cluster plan or None. A run without one at hand (limited to hosts
     outside the cluster) computes the cluster's members from their inventory and facts with the cluster plan's own
-    code: hostvars_of(name) -> that host's ray_node_ip, ray_node_instances and ansible_facts."""
+    code: hostvars_of(name) -> that host's ray_node_ip, ray_node_instances and ansible_facts (and the head's
+    ray_membership and ray_cluster_networks, where its inventory sets them: network membership's sources are the
+    networks)."""
     heads = list(groups.get("ray_head") or [])
     for name in _unique([host, *heads[:1]]):
         plan = plan_of(name)
         cluster = plan.get("cluster") if isinstance(plan, Mapping) else None
         if isinstance(cluster, Mapping) and cluster.get("sources") is not None:
             return list(cluster["sources"]), "the cluster plan of %s" % name
-    cluster = cluster_members(heads, list(groups.get("ray_worker") or []), hostvars_of)
+    head = hostvars_of(heads[0]) if heads else {}
+    networks = cluster_networks(head.get("ray_cluster_networks")) if head.get("ray_membership") == "network" else None
+    cluster = cluster_members(heads, list(groups.get("ray_worker") or []), hostvars_of, networks=networks)
     return cluster["sources"], "the members' facts (no cluster plan in this run)"

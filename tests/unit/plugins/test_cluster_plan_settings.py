@@ -336,3 +336,57 @@ def test_a_worker_whose_ray_release_or_token_mode_is_not_the_heads_is_refused(va
     assert (f'ray on node7: {var} is "{mine}", but the head (h) has "{head_value}"; expected the head\'s value on '
             "every node of the cluster") in str(info.value)
     assert _gcs_address({"h": {"ray_node_ip": "10.0.0.1", var: mine}}, **{var: mine}) == "10.0.0.1:6379"
+
+
+# --- membership: static (the members' addresses) or network (the cluster's networks) -------------------------------
+
+def test_network_membership_passes_with_the_token_and_the_node_inside_the_networks():
+    assert plan(worker(ray_membership="network", ray_cluster_networks=["10.0.0.0/24", "fd00::/64"]))["node_ip"]
+    # a host address with its bits set is read as its network
+    assert plan(worker(ray_membership="network", ray_cluster_networks=["10.0.0.77/24"]))["node_ip"] == "10.0.0.5"
+
+
+@pytest.mark.parametrize(("extra", "var", "expected"), [
+    ({"ray_membership": "dynamic"}, "ray_membership", "static or network"),
+    ({"ray_cluster_networks": "10.0.0.0/24"}, "ray_cluster_networks", "a list of CIDRs (10.0.0.0/16, fd00::/64)"),
+    ({"ray_cluster_networks": ["10.0.0.0/33"]}, "ray_cluster_networks", "a list of CIDRs"),
+    ({"ray_membership": "network"}, "ray_cluster_networks", "at least one CIDR"),
+    ({"ray_membership": "network", "ray_cluster_networks": ["10.0.0.0/24"], "ray_auth_mode": "disabled",
+      "ray_auth_token_path": ""}, "ray_membership",
+     'static unless ray_auth_mode is token (it is "disabled"): network membership admits every host of '
+     "ray_cluster_networks, so the cluster's token must be the lock"),
+])
+def test_a_bad_membership_setting_is_named(extra, var, expected):
+    found = only_problem(worker(**extra))
+    assert found.startswith(said(var, worker(**extra)[var], expected)), found
+
+
+def test_a_node_outside_the_cluster_networks_is_named():
+    found = only_problem(worker(ray_membership="network", ray_cluster_networks=["10.1.0.0/16", "fd00::/64"]))
+    assert found == ('ray on node7: ray_node_ip 10.0.0.5 is in none of ray_cluster_networks ["10.1.0.0/16", '
+                     '"fd00::/64"]; expected every node\'s address in the cluster\'s networks (ray_membership network '
+                     "admits those only).")
+
+
+def test_with_network_membership_the_clusters_sources_are_its_networks():
+    """A member that joins or leaves changes the members, never the sources the firewall, from= and the NFS exports
+    are made of."""
+    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+    facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}, "all_ipv4_addresses": ["10.0.0.1"]}}
+
+    def cluster(workers, **extra):
+        task_vars = {"groups": {"ray_head": ["h"], "ray_worker": list(workers)},
+                     "hostvars": {"h": facts, "w9": {"ansible_facts": {"all_ipv4_addresses": ["10.0.0.9"]}}},
+                     "group_names": ["ray_worker"]}
+        action = object.__new__(ActionModule)
+        action._task = type("Task", (), {"_role": None})()
+        return ActionModule.plan(action, "node7", {**required, **extra}, task_vars, {})["cluster"]
+
+    static = cluster(["node7"]), cluster(["node7", "w9"])
+    assert [c["membership"] for c in static] == ["static", "static"]
+    assert static[0]["sources"] != static[1]["sources"] and "10.0.0.9" in static[1]["sources"]
+    network = {"ray_membership": "network", "ray_cluster_networks": ["fd00::/64", "10.0.0.0/24"]}
+    joined = cluster(["node7"], **network), cluster(["node7", "w9"], **network)
+    assert [c["membership"] for c in joined] == ["network", "network"]
+    assert joined[0]["sources"] == joined[1]["sources"] == ["10.0.0.0/24", "fd00::/64"]
+    assert joined[1]["members"] == ["h", "node7", "w9"]

@@ -146,3 +146,10 @@ def test_the_addresses_of_local_container_and_vm_bridges_are_no_member_addresses
     bridged = {"interfaces": ["br-0123456789ab"], "br_0123456789ab": {"ipv4": {"address": "10.0.0.5"}},
                "all_ipv4_addresses": ["10.0.0.5"]}
     assert member_addresses("10.0.0.5", bridged) == ["10.0.0.5"]
+
+
+def test_the_clusters_networks_fill_the_sets_with_network_membership():
+    """ray_membership network: the cluster plan's sources are the cluster's networks, which the sets hold whole (a
+    member's own address inside one of them is left to the network)."""
+    got = plan(members=["10.89.0.0/24", "fd00:1::/64", "10.89.0.7"])
+    assert got["cluster_v4"] == ["10.89.0.0/24"] and got["cluster_v6"] == ["fd00:1::/64"]

@@ -251,3 +251,10 @@ def test_the_cluster_sources_without_a_plan_come_from_the_members_facts():
                 "w1": {"ray_node_ip": "10.89.0.3"}}
     assert run_cluster_sources("nfs1", {}.get, groups, hostvars.get) == (
         ["10.89.0.2", "10.89.0.3", "fd00::2"], "the members' facts (no cluster plan in this run)")
+
+
+def test_the_clusters_networks_are_its_clients_with_network_membership():
+    got = plan(members=["10.89.0.0/24", "fd00::/64"])
+    assert got["cluster_clients"] == ["10.89.0.0/24", "fd00::/64"]
+    assert problems(members=["10.89.0.0/33"]) == [
+        'nfs_server on nfs1: a cluster host\'s address "10.89.0.0/33" is not an IP address.']
