@@ -11,7 +11,7 @@ baked image alike) runs these checks in a child process before ``ray start``, at
   nccl      NCCL bootstraps under the node's environment, on the node's Ray address (rayfleet.nccl), where the host
             has NVIDIA GPUs.
   storage   the shared storage the shared_storage role mounts here is mounted and takes a write as the Ray user
-            (rayfleet.storage); not applicable where none is configured.
+            (rayfleet.storage); not applicable where none is configured, or while its server does not answer.
   versions  a worker's Ray and Python are the head's (the cluster's metadata in the head's GCS), and its node library
             is the head's (the digest the head publishes when it starts; a new library restarts the head).
 
@@ -22,9 +22,9 @@ unit is started again (``site.yml`` does). The reason is printed to the unit's j
 admission file (``<temp_dir>/rayfleet-admission.json``: time, verdict, each check); the health timer, which the unit
 starts when it fails, exports it as ``rayfleet_admission_ok{check, node, rayfleet_cluster}``.
 
-A worker that cannot reach its head's GCS yet, or a node whose shared storage's server does not answer yet (an NFS
-server restarting with the cluster), exits UNREACHABLE: that is no verdict on the node, and the unit tries again after
-its restart delay, as it does when ``ray start`` finds no head.
+A worker that cannot reach its head's GCS yet exits UNREACHABLE: that is no verdict on the node, and the unit tries
+again after its restart delay, as it does when ``ray start`` finds no head. A shared-storage server that does not
+answer is the cluster's fault, not the node's: the storage check does not apply then (the preflight's gate shuts).
 
 Examples (on a node, in the Ray venv, as the Ray user):
   python -m rayfleet.admission --config /etc/rayfleet/ray-worker.json            # check, print, record
@@ -71,8 +71,8 @@ PASSED, REFUSED, UNREACHABLE = 0, 3, 75
 
 
 class Unavailable(RayfleetError):
-    """What the checks need from another host (the head's GCS, the shared storage's server) does not answer yet: no
-    verdict on this node, which tries again."""
+    """What the checks need from another host (the head's GCS) does not answer yet: no verdict on this node, which
+    tries again."""
 
 
 class HeadUnreachable(Unavailable):
@@ -215,8 +215,9 @@ def nccl_check(config: str, vendor: str, report: Any) -> Check:
 
 
 def storage_check() -> Check:
-    """The shared storage as the health check probes it; a server that does not answer (it may be starting with the
-    cluster: an NFS server on the head) is no verdict on this node (Unavailable)."""
+    """The shared storage as the health check probes it. A server that does not answer is the cluster's fault, not
+    this node's: the check does not apply then (a node boots and joins with its NFS server down, and the preflight's
+    gate shuts until the server answers); a mount of a server that answers must be there and take a write."""
     from rayfleet import storage
     from rayfleet.health import storage_check as probe
 
@@ -227,8 +228,9 @@ def storage_check() -> Check:
     for mount in config.mounts if config else []:
         reachable, why = storage.tcp_reachable(mount.server, config.port, config.timeout)
         if not reachable:
-            raise Unavailable(f"the shared storage's server does not answer ({why}), so {mount.path} cannot be "
-                              "checked yet")
+            return Check("storage", NOT_APPLICABLE, f"{mount.path}: the shared storage's server does not answer "
+                         f"({why}): the cluster's storage is down, not this node (the preflight's gate shuts until it "
+                         "answers)")
     found = probe()
     return Check("storage", found.state, found.reason)
 
@@ -272,7 +274,7 @@ class Environment:
 
 def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str, Any]:
     """Every check once, in order; the record the node's admission file holds. Raises Unavailable when a worker's
-    head or the shared storage's server does not answer (no verdict)."""
+    head does not answer (no verdict)."""
     vendor, report = env.read_gpus()
     checks: list[Check] = [gpu_check(settings, vendor, report), env.dcgm(vendor, report),
                            env.nccl(config, vendor, report), env.storage()]

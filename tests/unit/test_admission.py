@@ -104,15 +104,17 @@ def test_a_head_that_does_not_answer_gives_no_verdict():
         admission.admit("/c", settings(), env(head=HeadUnreachable("the head's GCS at 10.0.0.1:6379 does not answer")))
 
 
-def test_a_storage_server_that_does_not_answer_gives_no_verdict(monkeypatch):
+def test_a_storage_server_that_does_not_answer_is_the_clusters_fault_not_the_nodes(monkeypatch):
     from rayfleet import storage
 
     config = storage.StorageConfig(mounts=(storage.Mount("/mnt/shared", "10.0.0.1", "/srv/shared", "nfs"),),
                                    user="rayfleet", timeout=1.0, port=2049, kernel_client=True)
     monkeypatch.setattr(storage, "load_config", lambda: config)
     monkeypatch.setattr(storage, "tcp_reachable", lambda server, port, timeout: (False, f"{server}:{port}: refused"))
-    with pytest.raises(admission.Unavailable, match="server does not answer"):
-        admission.storage_check()
+    found = admission.storage_check()
+    assert found.state == NOT_APPLICABLE
+    assert found.reason.startswith("/mnt/shared: the shared storage's server does not answer (10.0.0.1:2049: "
+                                   "refused): the cluster's storage is down, not this node")
 
 
 def test_storage_failure_refuses_the_node():
