@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from rayfleet.errors import RayfleetError
+from rayfleet.health import FAILED, NOT_APPLICABLE, OK
+from rayfleet.health import CheckResult as Check
 from rayfleet.raynode import RayNodeSettings, auth_env, load_settings, split_address
 
 RECORD_NAME = "rayfleet-admission.json"
@@ -65,7 +67,6 @@ PUBLISH_WAIT_S = 120
 # gate tell a proved node from one started otherwise
 LABEL_KEY = "rayfleet.io/admission"
 LABEL_PASSED = "passed"
-OK, FAILED, NOT_APPLICABLE = "ok", "failed", "n/a"
 # Exit status of the checks' child process and of rayfleet.raynode exec
 PASSED, REFUSED, UNREACHABLE = 0, 3, 75
 
@@ -77,20 +78,6 @@ class Unavailable(RayfleetError):
 
 class HeadUnreachable(Unavailable):
     """The head's GCS does not answer yet."""
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    state: str
-    reason: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.state == FAILED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": not self.failed, "state": self.state, "reason": self.reason}
 
 
 def library_digest(root: Path | None = None) -> str:
