@@ -293,3 +293,15 @@ def stop_lets_running_task_finish(request, worker: str) -> None:
     assert "RESULT finished" in out, f"the task did not finish on the stopping worker:\n{out[-2000:]}"
     print(f"\n{worker}: stopped {stopped_after:.1f} s after its task started (the task runs 6 s)")
     wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=90, exclude_ids=old)
+
+
+def wait(what: str, probe, timeout: float, every: float = 2):
+    """probe() until it returns something true; its last value in the failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not within {timeout:g} s; last seen: {found!r}")
+        time.sleep(every)

@@ -25,6 +25,7 @@ from conftest import (
     node_ip,
     ray_nodes,
     run_site,
+    wait,
     wait_for_cluster,
 )
 from test_b_monitoring import api as prometheus_api
@@ -71,18 +72,6 @@ def prometheus_value(head, check: str, ip: str) -> str | None:
     query = urllib.parse.quote(f'rayfleet_health_ok{{check="{check}",node="{ip}"}}')
     result = prometheus_api(head, f"/api/v1/query?query={query}")["result"]
     return result[0]["value"][1] if result else None
-
-
-def wait(what: str, probe, timeout: float, every: float = 2):
-    """probe() until it returns something true; its last value in the failure."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not within {timeout:g} s; last seen: {found!r}")
-        time.sleep(every)
 
 
 def node_entry(head, node_id: str) -> dict:

@@ -13,7 +13,6 @@ import json
 import shlex
 import time
 
-import pytest
 from conftest import (
     PYTHON_AS_RAY,
     RAY_DEFAULTS,
@@ -26,6 +25,7 @@ from conftest import (
     node_ip,
     podman,
     ray_nodes,
+    wait,
     wait_for_cluster,
 )
 
@@ -51,17 +51,6 @@ def unit_state(worker: str) -> tuple[str, int]:
     out = on(worker, f"systemctl show --property=ActiveState --property=NRestarts {UNIT}")
     props = dict(line.split("=", 1) for line in out.split())
     return props["ActiveState"], int(props["NRestarts"])
-
-
-def wait(what: str, test, timeout: float):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = test()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:g} s")
-        time.sleep(1)
 
 
 def test_every_node_was_admitted_before_its_ray_started(host):
