@@ -12,12 +12,13 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plan_action impor
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.ssh_trust_plan import (
     PASSWORD_VARS,
     SSH_TRUST_VARS,
+    host_principals,
     ssh_trust_plan,
 )
 
 
 class ActionModule(PlanAction):
-    _VALID_ARGS = frozenset(SSH_TRUST_VARS)
+    _VALID_ARGS = frozenset((*SSH_TRUST_VARS, "membership", "node_ip"))
 
     def plan(self, host, args, task_vars, result):
         # the variables the task was given (passed as its arguments, rendered in the host's context)
@@ -26,6 +27,11 @@ class ActionModule(PlanAction):
         # whether Ansible logs in with a password (only the variables' names are read, never their values)
         password_vars = [name for name in PASSWORD_VARS if name in task_vars]
         login_user = self._templar.template(task_vars.get("ansible_user")) if password_vars else None
+        # the host's certificate names it as other hosts reach it: its names and addresses, from its facts
+        own = {"ansible_host": self._templar.template(task_vars.get("ansible_host")),
+               "ansible_facts": task_vars.get("ansible_facts") or {}}
+        principals = host_principals(host, own, args.get("node_ip"))
         # the key pair is on the controller, where this runs
         return ssh_trust_plan(host, settings, groups.get("ray_head", []), groups.get("ray_worker", []),
-                              password_vars=password_vars, login_user=login_user, is_dir=os.path.isdir)
+                              password_vars=password_vars, login_user=login_user, is_dir=os.path.isdir,
+                              membership=args.get("membership") or "static", principals=principals)

@@ -70,6 +70,37 @@ options:
     description: The sshd keywords and values the drop-in sets.
     type: raw
     required: true
+  ssh_trust_ca_key_path:
+    description: >-
+      Controller path of the cluster's SSH certificate authority's private key (checked with
+      O(membership=network)).
+    type: raw
+    required: true
+  ssh_trust_ca_rotate:
+    description: Make a new certificate authority now.
+    type: raw
+    required: true
+  ssh_trust_cert_validity:
+    description: How long a certificate is valid, as ssh-keygen's relative time (C(+52w)).
+    type: raw
+    required: true
+  ssh_trust_cert_renew_before:
+    description: >-
+      How long before its end a certificate is signed again, as ssh-keygen's relative time, less than
+      O(ssh_trust_cert_validity).
+    type: raw
+    required: true
+  membership:
+    description:
+      - The cluster plan's membership. V(network) trusts by certificate (the cluster's SSH certificate authority signs
+        host keys and the cluster key); V(static) by list.
+    type: str
+    default: static
+  node_ip:
+    description: >-
+      The host's cluster IP (the cluster plan's), a principal of its host certificate with its names and other
+      addresses.
+    type: str
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
@@ -86,6 +117,12 @@ EXAMPLES = r"""
     ssh_trust_extra_authorized_keys: []
     ssh_trust_sshd_harden: true
     ssh_trust_sshd_settings: {PasswordAuthentication: "no"}
+    ssh_trust_ca_key_path: "{{ inventory_dir }}/credentials/ssh_trust_ca_ed25519"
+    ssh_trust_ca_rotate: false
+    ssh_trust_cert_validity: "+52w"
+    ssh_trust_cert_renew_before: "+4w"
+    membership: "{{ __ray_plan_result.cluster.membership }}"
+    node_ip: "{{ __ray_plan_result.host.node_ip }}"
   register: trust
 
 - name: Show whether this host holds the cluster key
@@ -94,6 +131,34 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ca:
+  description: Whether the host trusts by certificate (O(membership=network)).
+  returned: success
+  type: bool
+ca_rotate:
+  description: O(ssh_trust_ca_rotate) as a boolean.
+  returned: success
+  type: bool
+principals:
+  description: The names and addresses the host's certificate is signed for (empty without RV(ca)).
+  returned: success
+  type: list
+  elements: str
+  sample: [worker1, 10.0.0.2]
+host_certificate:
+  description: Where the host keeps its host key's certificate.
+  returned: success
+  type: str
+  sample: /etc/ssh/ssh_host_ed25519_key-cert.pub
+user_ca_keys:
+  description: Where the host keeps the authority its sshd trusts for user certificates (C(TrustedUserCAKeys)).
+  returned: success
+  type: str
+  sample: /etc/ssh/rayfleet_user_ca.pub
+sshd_dropin:
+  description: Whether the role writes its sshd drop-in (hardening, or the certificate settings).
+  returned: success
+  type: bool
 holds_key:
   description: Whether this host holds the cluster's private key (the head, or every member with
     O(ssh_trust_private_key_on=all)).

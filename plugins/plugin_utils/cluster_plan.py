@@ -868,7 +868,8 @@ def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
     left_out: the hosts a run goes on without (unreachable): members still, with their nodes in expected_nodes (the
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive).
     networks: the cluster's networks (ray_membership network), which are then its sources instead of the members'
-    addresses: a member that joins or leaves changes no host's firewall, from= or NFS exports."""
+    addresses, and SSH trust's known_hosts is its certificate authority instead of the members' host keys
+    (known_hosts empty): a member that joins or leaves changes no host's firewall, SSH trust or NFS exports."""
     members = list(head) + [w for w in workers if w not in head]
     ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
@@ -892,6 +893,6 @@ def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
     name = str(hostvars_of(members[0]).get("ray_cluster_name") or "") if head else ""
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
             "cluster_name": name, "membership": "static" if networks is None else "network",
-            "known_hosts": known_hosts, "monitoring": monitoring,
+            "known_hosts": known_hosts if networks is None else {}, "monitoring": monitoring,
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

@@ -13,6 +13,12 @@ of ray_head and ray_worker are the cluster's members, and the private key goes t
 (``ssh_trust_private_key_on: all``). With ``ssh_trust_sshd_harden`` the role writes ``ssh_trust_sshd_settings`` into
 an sshd drop-in and then reads ``sshd -T``: each setting must be in effect there, as ``sshd -T`` prints it (lower
 case, ``prohibit-password`` by its old name ``without-password``).
+
+A cluster with network membership (the cluster plan's ``membership``) trusts by certificate instead of by list: an SSH
+certificate authority on the controller (``ssh_trust_ca_key_path``) signs each host's ed25519 host key for the names
+and addresses other hosts reach it by, and the cluster key as a user certificate for ``ssh_trust_user`` (valid from
+the cluster's sources only). Hosts trust the authority (``@cert-authority`` in ``known_hosts``, ``TrustedUserCAKeys``
+in sshd), so a host that joins is trusted by every other host without a change to their files.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     _json,
     account,
     boolean,
+    known_host,
+    member_addresses,
 )
 
 PRIVATE_KEY_ON = ("head", "all")
@@ -32,9 +40,23 @@ PRIVATE_KEY_ON = ("head", "all")
 SSHD_KEYWORD = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 # The connection variables that make Ansible log in with a password (the ssh connection plugin's)
 PASSWORD_VARS = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
-BOOLEAN_VARS = ("ssh_trust_rotate", "ssh_trust_restrict_source", "ssh_trust_sshd_harden")
+BOOLEAN_VARS = ("ssh_trust_rotate", "ssh_trust_restrict_source", "ssh_trust_sshd_harden", "ssh_trust_ca_rotate")
 SSH_TRUST_VARS = ("ssh_trust_key_path", "ssh_trust_key_comment", "ssh_trust_private_key_on", "ssh_trust_user",
-                  "ssh_trust_extra_authorized_keys", "ssh_trust_sshd_settings", *BOOLEAN_VARS)
+                  "ssh_trust_extra_authorized_keys", "ssh_trust_sshd_settings", "ssh_trust_ca_key_path",
+                  "ssh_trust_cert_validity", "ssh_trust_cert_renew_before", *BOOLEAN_VARS)
+# Where a host keeps the certificate of its ed25519 host key and the authority its sshd trusts for user certificates
+HOST_CERTIFICATE = "/etc/ssh/ssh_host_ed25519_key-cert.pub"
+USER_CA_KEYS = "/etc/ssh/rayfleet_user_ca.pub"
+# ssh-keygen's relative time: "+" and one or more counts of weeks, days, hours, minutes or seconds (+52w, +4w3d)
+TIMESPEC = re.compile(r"^\+(?:\d+[wdhms])+$")
+_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def timespec_seconds(value):
+    """The seconds of an ssh-keygen relative time (+52w, +4w3d); None for what is not one."""
+    if not (isinstance(value, str) and TIMESPEC.match(value)):
+        return None
+    return sum(int(count) * _SECONDS[unit] for count, unit in re.findall(r"(\d+)([wdhms])", value))
 
 
 def _one_line(value):
@@ -54,16 +76,30 @@ def sshd_effective_lines(settings):
     return lines
 
 
-def _check_key_path(v, is_dir, bad):
-    path = v.get("ssh_trust_key_path")
-    expected = ("an absolute path on the controller for the cluster's private key file (not a directory, no trailing "
-                "/; the public key goes to <path>.pub)")
+def _check_key_path(v, var, what, is_dir, bad):
+    path = v.get(var)
+    expected = ("an absolute path on the controller for %s (not a directory, no trailing /; the public key goes to "
+                "<path>.pub)" % what)
     if not (_one_line(path) and os.path.isabs(path)) or path.endswith("/"):
-        bad("ssh_trust_key_path", expected)
+        bad(var, expected)
     elif is_dir(path):
-        bad("ssh_trust_key_path", expected + ", but it is a directory")
+        bad(var, expected + ", but it is a directory")
     elif is_dir(path + ".pub"):
-        bad("ssh_trust_key_path", expected + ", but %s.pub is a directory" % path)
+        bad(var, expected + ", but %s.pub is a directory" % path)
+
+
+def _check_certificates(v, bad, problem):
+    validity = timespec_seconds(v.get("ssh_trust_cert_validity"))
+    renew = timespec_seconds(v.get("ssh_trust_cert_renew_before"))
+    if validity is None:
+        bad("ssh_trust_cert_validity", "how long a certificate is valid, as ssh-keygen's relative time (+52w, +90d)")
+    if renew is None:
+        bad("ssh_trust_cert_renew_before", "how long before its end a certificate is signed again, as ssh-keygen's "
+            "relative time (+4w, +7d)")
+    if validity is not None and renew is not None and renew >= validity:
+        problem("ssh_trust_cert_renew_before is %s, not less than ssh_trust_cert_validity %s: every run would sign "
+                "every certificate again; expected a renewal window shorter than the validity."
+                % (_json(v["ssh_trust_cert_renew_before"]), _json(v["ssh_trust_cert_validity"])))
 
 
 def _check_authorized_keys(v, bad, problem):
@@ -112,7 +148,14 @@ def _check_sshd_settings(v, bad, problem):
         problem("ssh_trust_sshd_settings is %s: %s; expected %s." % (_json(settings), "; ".join(found), expected))
 
 
-def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_user="", is_dir=os.path.isdir):
+def host_principals(host, hostvars, node_ip):
+    """The names and addresses other hosts reach host by (its known_hosts names: inventory name, ansible_host,
+    hostname, FQDN, its cluster IP and its other addresses), the principals of its host certificate."""
+    return known_host(host, hostvars, member_addresses(node_ip, hostvars.get("ansible_facts")))["names"]
+
+
+def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_user="", is_dir=os.path.isdir,
+                   membership="static", principals=()):
     """The SSH trust of host from the ssh_trust role's variables (v, SSH_TRUST_VARS), checked; raises PlanError
     naming every problem.
 
@@ -121,8 +164,11 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
     password_vars: the connection variables set for host that make Ansible log in with a password (PASSWORD_VARS):
     key-only logins would lock it out. login_user: the user Ansible logs in as (named in that message).
     is_dir(path): whether path is a directory on the controller (ssh_trust_key_path and <path>.pub must not be).
-    Returns whether host holds the private key, the booleans, and with ssh_trust_sshd_harden
-    the keywords the drop-in sets and the lines `sshd -T` must print for them."""
+    membership: the cluster plan's (static or network: network trusts by certificate, through the authority).
+    principals: the host's names and addresses (host_principals), its host certificate's principals.
+    Returns whether host holds the private key, the booleans, whether it trusts by certificate (ca) and, so, its
+    host certificate's principals, and the keywords the sshd drop-in sets (ssh_trust_sshd_settings with
+    ssh_trust_sshd_harden, the certificate settings with ca) and the lines `sshd -T` must print for them."""
     problems = []
 
     def problem(text):
@@ -131,7 +177,14 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
     def bad(var, expected):
         problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
 
-    _check_key_path(v, is_dir, bad)
+    ca = membership == "network"
+    _check_key_path(v, "ssh_trust_key_path", "the cluster's private key file", is_dir, bad)
+    if ca:
+        _check_key_path(v, "ssh_trust_ca_key_path", "the private key of the cluster's SSH certificate authority "
+                        "(network membership trusts hosts and the cluster key by certificate)", is_dir, bad)
+        _check_certificates(v, bad, problem)
+        if not principals:
+            problem("no name or address to sign its host key for: expected its cluster IP (ray_node_ip) or facts.")
     if not _one_line(v.get("ssh_trust_key_comment")):
         bad("ssh_trust_key_comment", "the cluster public key's comment, a string on one line")
     if v.get("ssh_trust_private_key_on") not in PRIVATE_KEY_ON:
@@ -154,15 +207,26 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
         raise PlanError(problems)
 
     settings = {key: sshd_value(value) for key, value in v["ssh_trust_sshd_settings"].items()} if harden else {}
+    if ca:
+        settings.update(HostCertificate=HOST_CERTIFICATE, TrustedUserCAKeys=USER_CA_KEYS)
     return {
+        "ca": ca,
+        "ca_rotate": boolean(v["ssh_trust_ca_rotate"]),
+        "principals": list(principals) if ca else [],
+        "host_certificate": HOST_CERTIFICATE,
+        "user_ca_keys": USER_CA_KEYS,
         "holds_key": v["ssh_trust_private_key_on"] == "all" or host in heads,
         "rotate": boolean(v["ssh_trust_rotate"]),
         "restrict_source": boolean(v["ssh_trust_restrict_source"]),
         "sshd_harden": harden,
+        # whether the role writes the sshd drop-in (its hardening, or the certificate settings)
+        "sshd_dropin": bool(settings),
         # keyword -> value as the drop-in writes it (the host's sshd checks each one before anything changes)
         "sshd_settings": settings,
-        # the same as sshd's command-line options (-oKeyword=value), for the host's sshd to check them
-        "sshd_options": ["-o%s=%s" % item for item in settings.items()],
+        # ssh_trust_sshd_settings as sshd's command-line options (-oKeyword=value), for the host's sshd to check
+        # them before anything changes (the certificate settings name files the role installs first)
+        "sshd_options": ["-o%s=%s" % item for item in settings.items()
+                         if item[0] not in ("HostCertificate", "TrustedUserCAKeys")],
         "sshd_keywords": list(settings),
         "sshd_expected": sshd_effective_lines(settings),
     }

@@ -32,6 +32,7 @@ RECORD_DIR = "/var/lib/rayfleet/stages"
 
 
 # What a stage takes from the other hosts (Stage.cluster_inputs)
+HEAD = "head"
 GROUPS = "groups"
 MEMBERS = "members"
 
@@ -47,9 +48,11 @@ class Stage:
     # head: on every host of its play when the head (group ray_head) needs it
     scope: str = "host"
     # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
-    # GROUPS, the contract groups (firewall sources, SSH trust and Ray's expected nodes come from the plan's keys they
-    # name); MEMBERS, those and the plan's cluster section whole (a stage that reads other hosts' variables, as the
-    # NFS server's plan reads every cluster's); None: nothing
+    # HEAD, the host's own groups and the hosts of group ray_head (who holds the cluster key, which host is the
+    # head: a worker that joins or leaves changes neither on the other hosts); GROUPS, the contract groups whole (a
+    # stage whose templates read other hosts' groups, as the monitoring host's scrape targets read group gpu);
+    # MEMBERS, those and the plan's cluster section whole (a stage that reads other hosts' variables, as the NFS
+    # server's plan reads every cluster's); None: nothing
     cluster_inputs: str | None = None
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
@@ -61,13 +64,13 @@ STAGES = (
     Stage("common", ("common",), tags=("common", "base")),
     Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
     Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
-    Stage("firewall", ("firewall",), cluster_inputs=GROUPS, tags=("firewall", "security")),
-    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=GROUPS, tags=("ssh", "ssh_trust")),
+    Stage("firewall", ("firewall",), cluster_inputs=HEAD, tags=("firewall", "security")),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust")),
     Stage("nfs_server", ("nfs_server",), cluster_inputs=MEMBERS, groups=("nfs_server",),
           tags=("storage", "nfs_server")),
     Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
     Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
-    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=GROUPS,
+    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=HEAD,
           tags=("ray",)),
     # the ML libraries install into the Ray venv: they read the packages the ray stage installs there, not its units
     # or settings
@@ -566,17 +569,18 @@ def host_inputs(hostvars, host, groups, only=None):
     these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
     code, reads, addresses = collection_code(root)
     return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, reads=reads,
-                          addresses=addresses, plan=plan, own_plan=own)
+                          addresses=addresses, plan=plan, own_plan=own, own_groups=mine.get("group_names") or [])
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None, plan=None,
-                   own_plan=True):
+                   own_plan=True, own_groups=()):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
     for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
     (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
-    stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the contract
-    groups, and the members whole for a stage that reads them so or where reads is None), and what the stage reads
-    of the host's cluster plan (plan, the host's own unless own_plan is false; plan_inputs)."""
+    stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the heads and the
+    host's own groups (own_groups), the contract groups, and the members whole for a stage that reads them so or
+    where reads is None), and what the stage reads of the host's cluster plan (plan, the host's own unless own_plan
+    is false; plan_inputs)."""
     facts = input_facts(facts or {})
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
@@ -589,6 +593,9 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
             inputs["cluster"] = cluster
         elif item.cluster_inputs == GROUPS:
             inputs["cluster"] = {"groups": cluster["groups"]}
+        elif item.cluster_inputs == HEAD:
+            inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
+                                 "own_groups": sorted(own_groups or [])}
         planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
         if planned is not None:
             inputs["plan"] = planned
@@ -603,7 +610,7 @@ _PIP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 # actions whose results name files they wrote (dest or path in the result, else in the arguments)
 FILE_ACTIONS = frozenset({
     "copy", "template", "file", "lineinfile", "blockinfile", "replace", "ini_file", "get_url", "assemble",
-    "known_hosts", "openssh_keypair", "yum_repository",
+    "known_hosts", "openssh_keypair", "openssh_cert", "yum_repository",
 })
 UNIT_ACTIONS = frozenset({"systemd_service", "systemd", "service"})
 PACKAGE_ACTIONS = frozenset({"apt", "package", "dnf", "yum", "dpkg_selections"})

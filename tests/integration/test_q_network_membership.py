@@ -1,20 +1,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Network membership on real hosts: switched on for the running cluster (ray_membership network with the cluster's
-network), the firewall's sets, the from= of SSH trust's key and the NFS exports hold that network instead of the
-members' addresses, a host outside it reaches no Ray port while one inside reaches them (the token is the lock:
-test_7_auth), and switching back to static membership restores the member lists - each switch converges and keeps
-every Ray node id."""
+network), the firewall's sets and the NFS exports hold that network instead of the members' addresses, SSH trust is
+by certificate (every host key and the cluster key signed by the cluster's authority, the user certificate valid
+from the network only, no member listed in known_hosts or authorized_keys), a host outside the network reaches no
+Ray port while one inside reaches them (the token is the lock: test_7_auth), and switching back to static membership
+restores the member lists - each switch converges and keeps every Ray node id."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import re
 
 from conftest import container, head_host, inventory_ips, node_ip, podman, ray_nodes, run_site, stranger
 
 testinfra_hosts = ["ansible://ray_head"]
 
-KEYS = "/var/lib/rayfleet/.ssh/authorized_keys"
+SSH_DIR = "/var/lib/rayfleet/.ssh"
+KEYS = f"{SSH_DIR}/authorized_keys"
+HOST_CERT = "/etc/ssh/ssh_host_ed25519_key-cert.pub"
 GCS_PORT = 6379
 GANESHA = "/etc/ganesha/ganesha.conf"
 
@@ -36,6 +40,15 @@ def cluster_set(member: str) -> str:
     return podman("exec", container(member), "nft", "list", "set", "inet", "rayfleet", "cluster_v4")
 
 
+def sh(member: str, script: str) -> str:
+    return podman("exec", container(member), "sh", "-c", script)
+
+
+def ssh_from_head(head, target: str) -> str:
+    """The head's Ray user logs in to target as itself, strict host key checking on (its ~/.ssh/config)."""
+    return sh(head, f"runuser -u rayfleet -- ssh -o BatchMode=yes -o ConnectTimeout=10 rayfleet@{target} hostname")
+
+
 def reaches(run, address: str, port: int) -> bool:
     probe = run(["python3", "-c", "import socket, sys; s = socket.socket(); s.settimeout(3); "
                  f"sys.exit(s.connect_ex(({address!r}, {port})))"])
@@ -52,11 +65,25 @@ def test_switching_to_network_membership_and_back_keeps_every_node(request):
     try:
         assert switched.returncode == 0, switched.stdout[-4000:]
         assert node_ids(head) == before, "a Ray node restarted when the membership changed"
+        heads = [m for m in ips if m.endswith("head")]
         for member, ip in ips.items():
             nft = cluster_set(member)
             assert str(net) in nft and ip not in nft.replace(str(net), ""), (member, nft)
-            keys = podman("exec", container(member), "cat", KEYS)
-            assert f'from="{net}"' in keys, (member, keys)
+            # trust by certificate: no member's key is listed, the host key is signed for the member's address
+            assert "rayfleet-cluster" not in sh(member, f"cat {KEYS}"), member
+            known = sh(member, f"cat {SSH_DIR}/known_hosts")
+            assert "@cert-authority * ssh-ed25519 " in known and not any(a in known for a in ips.values()), known
+            cert = sh(member, f"ssh-keygen -L -f {HOST_CERT}")
+            assert "host certificate" in cert and ip in cert.split("Principals:")[1], cert
+            assert ssh_from_head(heads[0], ip).strip() == container(member), member
+        user_cert = sh(heads[0], f"ssh-keygen -L -f {SSH_DIR}/id_ed25519-cert.pub")
+        assert "user certificate" in user_cert and f"source-address {net}" in user_cert, user_cert
+        # SSH trust applied again in full changes nothing: no certificate is signed again, no file rewritten
+        again = run_site("--tags", "ssh", "-e", json.dumps({"ray_membership": "network",
+                                                            "ray_cluster_networks": [str(net)], "rayfleet_full": True}))
+        assert again.returncode == 0, again.stdout[-4000:]
+        counts = re.findall(r"^\S+\s+:\s+ok=\d+\s+changed=(\d+)", again.stdout, re.M)
+        assert len(counts) >= len(ips) and set(counts) == {"0"}, again.stdout[-3000:]
         # the sandbox's NFS server (NFS-Ganesha on the head) exports to the network
         ganesha = podman("exec", container(next(m for m in ips if m.endswith("head"))), "cat", GANESHA)
         assert str(net) in ganesha, ganesha[-2000:]
@@ -76,7 +103,10 @@ def test_switching_to_network_membership_and_back_keeps_every_node(request):
     for member in ips:
         nft = cluster_set(member)
         assert str(net) not in nft and all(address in nft for address in ips.values()), (member, nft)
-        assert f'from="{net}"' not in podman("exec", container(member), "cat", KEYS)
+        assert "rayfleet-cluster" in sh(member, f"cat {KEYS}"), member
+        assert "@cert-authority" not in sh(member, f"cat {SSH_DIR}/known_hosts"), member
+        assert sh(member, f"test -e {HOST_CERT} && echo present || echo absent").strip() == "absent", member
+        assert ssh_from_head(heads[0], ips[member]).strip() == container(member), member
 
 
 def test_network_membership_without_the_token_is_refused_before_anything_changes(request):

@@ -14,8 +14,10 @@ import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.ssh_trust_plan import (
     SSH_TRUST_VARS,
     PlanError,
+    host_principals,
     ssh_trust_plan,
     sshd_effective_lines,
+    timespec_seconds,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,20 +38,25 @@ def _old_expected(settings):
     return env.from_string(OLD_EXPECTED.replace("| list }}", "| join('\\n') }}")).render(s=settings).split("\n")
 
 
+CA_KEY = "/srv/inventory/credentials/ssh_trust_ca_ed25519"
+PRINCIPALS = ["worker1", "10.0.0.2"]
+
+
 def settings(**extra) -> dict:
-    """The variables the role passes (its defaults; the key path rendered)."""
-    v = {name: DEFAULTS[name] for name in SSH_TRUST_VARS} | {"ssh_trust_key_path": KEY}
+    """The variables the role passes (its defaults; the key paths rendered)."""
+    v = {name: DEFAULTS[name] for name in SSH_TRUST_VARS} | {"ssh_trust_key_path": KEY,
+                                                             "ssh_trust_ca_key_path": CA_KEY}
     return v | extra
 
 
-def plan(host="worker1", password_vars=(), **extra) -> dict:
+def plan(host="worker1", password_vars=(), membership="static", principals=PRINCIPALS, **extra) -> dict:
     return ssh_trust_plan(host, settings(**extra), HEADS, WORKERS, password_vars=password_vars, login_user="debian",
-                          is_dir=lambda path: path in DIRECTORIES)
+                          is_dir=lambda path: path in DIRECTORIES, membership=membership, principals=principals)
 
 
-def problems(host="worker1", password_vars=(), **extra) -> list[str]:
+def problems(host="worker1", password_vars=(), membership="static", principals=PRINCIPALS, **extra) -> list[str]:
     with pytest.raises(PlanError) as info:
-        plan(host, password_vars, **extra)
+        plan(host, password_vars, membership, principals, **extra)
     assert str(info.value) == " ".join(info.value.problems)
     assert all(p.startswith(f"ssh_trust on {host}: ") for p in info.value.problems), info.value.problems
     return info.value.problems
@@ -64,7 +71,9 @@ def one_problem(**extra) -> str:
 def test_defaults_pass():
     assert plan() == {
         "holds_key": False, "rotate": False, "restrict_source": True,
-        "sshd_harden": True,
+        "ca": False, "ca_rotate": False, "principals": [],
+        "host_certificate": "/etc/ssh/ssh_host_ed25519_key-cert.pub", "user_ca_keys": "/etc/ssh/rayfleet_user_ca.pub",
+        "sshd_harden": True, "sshd_dropin": True,
         "sshd_settings": {"PasswordAuthentication": "no", "KbdInteractiveAuthentication": "no",
                           "PermitEmptyPasswords": "no", "PermitRootLogin": "prohibit-password"},
         "sshd_options": ["-oPasswordAuthentication=no", "-oKbdInteractiveAuthentication=no",
@@ -173,3 +182,63 @@ def test_a_password_login_is_refused_with_hardening_only():
                      "password (ansible_password, ansible_ssh_pass): key-only SSH logins would lock it out. Expected "
                      "a key installed for debian first, or ssh_trust_sshd_harden: false.")
     assert plan(password_vars=["ansible_password"], ssh_trust_sshd_harden=False)["sshd_harden"] is False
+
+
+# ---- trust by certificate (network membership) ----
+
+def test_network_membership_trusts_by_certificate():
+    """The authority's settings join the sshd drop-in (and sshd -T's expected lines, which the drift check watches),
+    but not the options the host's sshd checks before anything changes: they name files the role installs first."""
+    got = plan(membership="network")
+    assert got["ca"] is True and got["principals"] == PRINCIPALS
+    assert got["sshd_settings"]["HostCertificate"] == "/etc/ssh/ssh_host_ed25519_key-cert.pub"
+    assert got["sshd_settings"]["TrustedUserCAKeys"] == "/etc/ssh/rayfleet_user_ca.pub"
+    assert "trustedusercakeys /etc/ssh/rayfleet_user_ca.pub" in got["sshd_expected"]
+    assert not any("Certificate" in o or "CAKeys" in o for o in got["sshd_options"]), got["sshd_options"]
+    unhardened = plan(membership="network", ssh_trust_sshd_harden=False)
+    assert unhardened["sshd_dropin"] is True and list(unhardened["sshd_settings"]) == [
+        "HostCertificate", "TrustedUserCAKeys"]
+    assert plan(ssh_trust_sshd_harden=False)["sshd_dropin"] is False
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("ssh_trust_ca_key_path", "relative/ca", "an absolute path on the controller for the private key of the "
+                                             "cluster's SSH certificate authority"),
+    ("ssh_trust_ca_key_path", "/srv/inventory/credentials", "but it is a directory"),
+    ("ssh_trust_cert_validity", "52w", "ssh-keygen's relative time (+52w, +90d)"),
+    ("ssh_trust_cert_validity", "forever", "ssh-keygen's relative time"),
+    ("ssh_trust_cert_renew_before", 4, "ssh-keygen's relative time (+4w, +7d)"),
+    ("ssh_trust_cert_renew_before", "+52w", "not less than ssh_trust_cert_validity"),
+    ("ssh_trust_ca_rotate", "maybe", "true or false"),
+])
+def test_each_bad_certificate_setting_is_named(var, value, expected):
+    found = one_problem_in("network", **{var: value})
+    assert var in found and expected in found, found
+
+
+def test_certificate_settings_are_not_read_without_network_membership():
+    assert plan(ssh_trust_cert_validity="soon", ssh_trust_ca_key_path="relative")["ca"] is False
+
+
+def test_a_host_without_a_name_or_address_has_nothing_to_sign():
+    found = problems(membership="network", principals=[])
+    assert any("no name or address to sign its host key for" in p for p in found), found
+
+
+def test_timespecs_count_seconds():
+    assert timespec_seconds("+52w") == 52 * 604800
+    assert timespec_seconds("+4w3d2h") == 4 * 604800 + 3 * 86400 + 2 * 3600
+    assert timespec_seconds("52w") is None and timespec_seconds("+") is None and timespec_seconds(7) is None
+
+
+def test_the_principals_are_the_names_other_hosts_reach_it_by():
+    facts = {"hostname": "w1", "fqdn": "w1.example", "all_ipv4_addresses": ["10.0.0.2", "172.17.0.1"],
+             "interfaces": ["eth0", "docker0"], "docker0": {"ipv4": {"address": "172.17.0.1"}}}
+    assert host_principals("worker1", {"ansible_host": "192.0.2.7", "ansible_facts": facts}, "10.0.0.2") == [
+        "worker1", "192.0.2.7", "w1", "w1.example", "10.0.0.2"]
+
+
+def one_problem_in(membership, **extra) -> str:
+    found = problems(membership=membership, **extra)
+    assert len(found) == 1, found
+    return found[0]

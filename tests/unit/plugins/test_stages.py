@@ -515,7 +515,7 @@ class _HostVars(dict):
 RAY_DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
 
 
-def _plan(host, role, ip, variables, hostvars_of):
+def _plan(host, role, ip, variables, hostvars_of, workers=("w",), networks=None):
     """The cluster plan of host as the drift check's play registers it (the ray role's defaults, rendered as an
     inventory without a named cluster would; these variables over them)."""
     settings = {**RAY_DEFAULTS, "ray_node_role": role, "ray_node_ip": ip, "ray_temp_dir": "/tmp/ray",
@@ -525,7 +525,7 @@ def _plan(host, role, ip, variables, hostvars_of):
                 "ray_dashboard_grafana_iframe_url": "", "ray_container_image": "", **variables}
     groups = ["ray_head"] if role == "head" else ["ray_worker", "gpu"]
     return {"changed": False, "host": host_plan(host, settings, groups),
-            "cluster": cluster_members(["h"], ["w"], hostvars_of)}
+            "cluster": cluster_members(["h"], list(workers), hostvars_of, networks=networks)}
 
 
 def _inputs(**variables):
@@ -588,11 +588,12 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
     assert "ray_" not in reads["firewall"][0] and "ray_" not in reads["monitoring"][0]
     assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= reads["firewall"][2]
     assert {"host.node_ip", "cluster.members"} <= reads["monitoring"][2]
-    # the ray stage reads every setting the plan comes from, its host's plan whole and the cluster's keys it names
-    # (the members, their IPs, the nodes Ray must list), not the known hosts; a stage that names the plan whole reads
-    # all of it
+    # the ray stage reads every setting the plan comes from and its host's plan whole, and of the cluster only what
+    # a run waits for: no other member's address or key (a member that joins or leaves changes nothing in it); a
+    # stage that names the plan whole reads all of it
     assert "ray_" in reads["ray"][0]
-    assert {"host", "cluster.members", "cluster.ips", "cluster.expected_nodes"} <= reads["ray"][2]
+    assert "host" in reads["ray"][2]
+    assert not reads["ray"][2] - {"host"} - {f"cluster.{key}" for key in stages.RUN_ONLY_PLAN_KEYS}, reads["ray"][2]
     assert not {"*", "cluster", "cluster.known_hosts", "cluster.sources"} & reads["ray"][2]
     assert reads["nfs_server"][2] == {"*"}
     assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
@@ -667,8 +668,8 @@ def test_the_heads_cluster_name_is_an_input_of_the_submit_host():
 def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_or_monitoring():
     """A member reinstalled with the same name and address has a new SSH host key: on the other hosts, SSH trust
     runs again (known_hosts names it); Ray, the firewall and monitoring, which read the plan's addresses, members
-    and expected nodes alone, do not. A member's new address runs the firewall (its sources), Prometheus's targets
-    and Ray (the nodes it must list)."""
+    and expected nodes alone, do not. A member's new address runs the firewall (its sources), SSH trust and
+    Prometheus's targets, not Ray: its settings name no other member."""
     def head_inputs(worker_facts):
         facts = {"h": {"ssh_host_key_ed25519_public": "AAAA-head"}, "w": worker_facts}
 
@@ -686,7 +687,8 @@ def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_
     assert {name for name in before if before[name] != after[name]} == {"ssh_trust"}
     ips["w"] = "10.0.0.3"
     moved = head_inputs({"ssh_host_key_ed25519_public": "AAAA-old"})
-    assert {"firewall", "ssh_trust", "monitoring", "ray"} <= {name for name in before if before[name] != moved[name]}
+    assert {"firewall", "ssh_trust", "monitoring"} <= {name for name in before if before[name] != moved[name]}
+    assert before["ray"] == moved["ray"], "the head's Ray reads no other member's address"
 
 
 def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
@@ -736,12 +738,13 @@ def test_a_new_address_is_an_input_a_new_mac_address_is_not():
 def test_a_new_address_runs_only_the_stages_that_read_addresses():
     """A node whose default address changes (a new DHCP lease; a node booted from a baked image) runs again the stages
     that read an address other than through the cluster plan, or the cluster's members whole: with its ray_node_ip
-    pinned in the inventory (the plan unchanged), not the firewall, SSH trust and monitoring, which read the plan's
-    addresses, nor the base, GPU, NCCL, ML and checkpoint store stages; a new kernel runs them all."""
+    pinned in the inventory (the plan unchanged), not the firewall and monitoring, which read the plan's addresses,
+    nor the base, GPU, NCCL, ML and checkpoint store stages; SSH trust does (a host's certificate names its
+    addresses, from its facts); a new kernel runs them all."""
     facts = {"kernel": "6.1", "default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}}
     before = _inputs(ansible_facts=facts)
     moved = _inputs(ansible_facts=dict(facts, default_ipv4={"address": "10.0.0.6", "interface": "eth0"}))
-    assert {name for name in before if before[name] != moved[name]} == {"shared_storage", "ray"}
+    assert {name for name in before if before[name] != moved[name]} == {"shared_storage", "ray", "ssh_trust"}
     assert stages.address_stages(str(ROOT), stages.code_digest(str(ROOT))) >= {
         stage.name for stage in STAGES if stage.cluster_inputs == stages.MEMBERS}
     upgraded = _inputs(ansible_facts=dict(facts, kernel="6.2"))
@@ -962,3 +965,35 @@ def test_an_edit_changes_the_code_digest_of_the_stages_whose_code_it_is(collecti
         path.write_bytes(original)
     # the submit_host role installs the whole collection: every edit is its code
     assert {name for name in after if after[name] != before[name]} == expect | {"submit_host"}
+
+
+def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of_the_other_hosts():
+    """Network membership: the firewall's sources are the networks, SSH trust is by certificate, Ray names no other
+    member. A worker that joins changes no stage's inputs on the head or an old worker but monitoring's (whose
+    scrape targets are the members); with static membership the firewall and SSH trust change everywhere."""
+    ips = {"h": "10.0.0.1", "w1": "10.0.0.2", "w2": "10.0.0.3", "w3": "10.0.0.4"}
+    network = {"ray_membership": "network", "ray_cluster_networks": ["10.0.0.0/24"], "ray_auth_mode": "token"}
+
+    def inputs(host, workers, variables):
+        def hostvars_of(name):
+            return {"ray_node_ip": ips[name], "ansible_facts": {"ssh_host_key_ed25519_public": "AAAA-" + name}}
+
+        networks = variables.get("ray_cluster_networks")
+        groups = {"ray_head": ["h"], "ray_worker": list(workers), "gpu": list(workers)}
+        hostvars = _HostVars()
+        for name in ["h", *workers]:
+            role = "head" if name == "h" else "worker"
+            plan = _plan(name, role, ips[name], variables, hostvars_of, workers, networks)
+            hostvars[name] = {"group_names": ["ray_head"] if name == "h" else ["ray_worker", "gpu"],
+                              "__ray_plan_result": plan, **variables}
+        return stages.host_inputs(hostvars, host, groups)
+
+    for host in ("h", "w1"):
+        before = inputs(host, ["w1", "w2"], network)
+        joined = inputs(host, ["w1", "w2", "w3"], network)
+        assert {name for name in before if before[name] != joined[name]} == {"monitoring"}, host
+        left = inputs(host, ["w1"], network)
+        assert {name for name in before if before[name] != left[name]} == {"monitoring"}, host
+        static = inputs(host, ["w1", "w2"], {})
+        static_joined = inputs(host, ["w1", "w2", "w3"], {})
+        assert {"firewall", "ssh_trust"} <= {name for name in static if static[name] != static_joined[name]}, host
