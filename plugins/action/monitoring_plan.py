@@ -24,7 +24,7 @@ MONITORING_VARS = ("monitoring_host", "monitoring_prometheus_listen", "monitorin
 
 class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*MONITORING_VARS, "os_family", "monitoring_node_exporter", "monitoring_dcgm_exporter",
-                             "cluster", "gpu_hosts"))
+                             "cluster", "gpu_hosts", "membership"))
 
     def plan(self, host, args, task_vars, result):
         settings = {name: args.get(name) for name in MONITORING_VARS}
@@ -35,7 +35,12 @@ class ActionModule(PlanAction):
         plan = monitoring_plan(host, settings, inventory_hosts, os_family=args.get("os_family"),
                                is_file=os.path.isfile)
         plan["scrape_targets"] = None
-        if plan["is_monitoring_host"] and args.get("cluster") is not None:
+        # network membership: the exporters are discovered from Ray's node table on the monitoring host
+        # (rayfleet.targets), so no host's configuration lists another
+        plan["discovered"] = args.get("membership") == "network"
+        if plan["is_monitoring_host"] and plan["discovered"]:
+            plan["scrape_targets"] = {"node": [], "dcgm": {}}
+        elif plan["is_monitoring_host"] and args.get("cluster") is not None:
             # what a member's inventory leaves unset is this host's (the task's arguments: the role's defaults)
             own = {"monitoring_enabled": True, **{name: args.get(name) for name in MEMBER_MONITORING_VARS
                                                   if args.get(name) is not None}}

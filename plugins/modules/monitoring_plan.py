@@ -117,6 +117,12 @@ options:
     type: list
     elements: str
     default: []
+  membership:
+    description:
+      - The cluster plan's membership. With V(network) the exporters are discovered from Ray's node table on the
+        monitoring host (C(python -m rayfleet.targets)), and O(cluster) is not read.
+    type: str
+    default: static
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
@@ -209,8 +215,13 @@ grafana_key:
       description: The pinned fingerprint normalised - no spaces, upper case.
       type: str
       sample: B53AE77BADB630A683046005963FA27710458545
+discovered:
+  description: Whether the exporters are discovered from Ray's node table (O(membership=network)).
+  returned: success
+  type: bool
 scrape_targets:
-  description: The cluster's scrape targets on the monitoring host given O(cluster), else null.
+  description: >-
+    The cluster's scrape targets on the monitoring host given O(cluster) (none with RV(discovered)), else null.
   returned: success
   type: dict
   contains:

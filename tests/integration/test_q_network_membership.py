@@ -12,13 +12,14 @@ import ipaddress
 import json
 import re
 
-from conftest import container, head_host, inventory_ips, node_ip, podman, ray_nodes, run_site, stranger
+from conftest import container, head_host, inventory_ips, node_ip, podman, ray_nodes, run_site, stranger, wait
 
 testinfra_hosts = ["ansible://ray_head"]
 
 SSH_DIR = "/var/lib/rayfleet/.ssh"
 KEYS = f"{SSH_DIR}/authorized_keys"
 HOST_CERT = "/etc/ssh/ssh_host_ed25519_key-cert.pub"
+TARGETS = "/var/lib/rayfleet/targets/default/node.json"
 GCS_PORT = 6379
 GANESHA = "/etc/ganesha/ganesha.conf"
 
@@ -49,6 +50,14 @@ def ssh_from_head(head, target: str) -> str:
     return sh(head, f"runuser -u rayfleet -- ssh -o BatchMode=yes -o ConnectTimeout=10 rayfleet@{target} hostname")
 
 
+def discovered_node_exporters(head) -> set[str]:
+    """The IPs of the node exporters Prometheus scrapes up from the discovered targets file."""
+    found = json.loads(sh(head, "curl -sf 'http://127.0.0.1:9090/api/v1/targets?state=active'"))
+    return {t["labels"]["instance"].rsplit(":", 1)[0] for t in found["data"]["activeTargets"]
+            if t["labels"]["job"] == "node" and t["health"] == "up"
+            and t["discoveredLabels"].get("__meta_filepath") == TARGETS}
+
+
 def reaches(run, address: str, port: int) -> bool:
     probe = run(["python3", "-c", "import socket, sys; s = socket.socket(); s.settimeout(3); "
                  f"sys.exit(s.connect_ex(({address!r}, {port})))"])
@@ -76,6 +85,11 @@ def test_switching_to_network_membership_and_back_keeps_every_node(request):
             cert = sh(member, f"ssh-keygen -L -f {HOST_CERT}")
             assert "host certificate" in cert and ip in cert.split("Principals:")[1], cert
             assert ssh_from_head(heads[0], ip).strip() == container(member), member
+        # the node exporters are discovered from Ray's node table on the monitoring host (the head), not listed
+        listed = {g["targets"][0].rsplit(":", 1)[0] for g in json.loads(sh(heads[0], f"cat {TARGETS}"))}
+        assert listed == set(ips.values()), listed
+        assert wait("every node exporter scraped from the discovered targets",
+                    lambda: discovered_node_exporters(heads[0]) >= set(ips.values()) or None, 90)
         user_cert = sh(heads[0], f"ssh-keygen -L -f {SSH_DIR}/id_ed25519-cert.pub")
         assert "user certificate" in user_cert and f"source-address {net}" in user_cert, user_cert
         # SSH trust applied again in full changes nothing: no certificate is signed again, no file rewritten
@@ -107,6 +121,8 @@ def test_switching_to_network_membership_and_back_keeps_every_node(request):
         assert "@cert-authority" not in sh(member, f"cat {SSH_DIR}/known_hosts"), member
         assert sh(member, f"test -e {HOST_CERT} && echo present || echo absent").strip() == "absent", member
         assert ssh_from_head(heads[0], ips[member]).strip() == container(member), member
+    assert sh(heads[0], f"test -e {TARGETS} && echo present || echo absent").strip() == "absent"
+    assert sh(heads[0], "grep -c rayfleet/targets /etc/prometheus/prometheus.yml || true").strip() == "0"
 
 
 def test_network_membership_without_the_token_is_refused_before_anything_changes(request):
