@@ -72,7 +72,8 @@ class ActionModule(PlanAction):
         network = settings.get("ray_membership") == "network"
         cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or (),
-                                  networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None)
+                                  networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None,
+                                  gpu_hosts=groups.get("gpu", []))
         return {"host": mine, "cluster": cluster}
 
     def _heads_value(self, host, head, var, args, hostvars):

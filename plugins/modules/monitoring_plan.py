@@ -33,7 +33,8 @@ description:
   - On the monitoring host, given O(cluster), the cluster's scrape targets (RV(scrape_targets)) - each member's node
     exporter where the member runs monitoring and node exporter, and the DCGM exporter of each member of
     O(gpu_hosts) with it on - at the member's cluster IP and its own port. A member's settings are those its
-    inventory sets (the cluster plan's C(cluster.monitoring)), else this host's; a bad one fails naming the member.
+    inventory sets (the cluster plan's C(cluster.scrape.monitoring)), else this host's; a bad one fails naming the
+    member.
   - The monitoring role runs it in its validate step and registers the result; its tasks and templates print it.
 version_added: "0.1.0"
 author:
@@ -109,7 +110,8 @@ options:
   cluster:
     description:
       - The cluster plan's members (C(members)), their cluster IPs (C(ips)) and the exporter settings each member's
-        inventory sets (C(monitoring), the C(rayfleet.cluster.cluster_plan) result's C(cluster.monitoring)).
+        inventory sets (C(monitoring)) - the C(rayfleet.cluster.cluster_plan) result's C(cluster.scrape), empty with
+        network membership.
       - Read on the monitoring host only; without it there are no scrape targets.
     type: dict
   gpu_hosts:

@@ -860,7 +860,7 @@ MEMBER_MONITORING_VARS = ("monitoring_enabled", "monitoring_node_exporter", "mon
                           "monitoring_dcgm_exporter", "monitoring_dcgm_exporter_port")
 
 
-def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
+def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, gpu_hosts=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
@@ -869,7 +869,9 @@ def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
     cluster's configuration keeps their place), but not in awaited_nodes (what this run waits to see alive).
     networks: the cluster's networks (ray_membership network), which are then its sources instead of the members'
     addresses, and SSH trust's known_hosts is its certificate authority instead of the members' host keys
-    (known_hosts empty): a member that joins or leaves changes no host's firewall, SSH trust or NFS exports."""
+    (known_hosts empty), and the monitoring host discovers the exporters from Ray's node table (scrape empty): a
+    member that joins or leaves changes no host's firewall, SSH trust, NFS exports or scrape targets.
+    gpu_hosts: the hosts of group gpu (the DCGM exporters the monitoring host scrapes with static membership)."""
     members = list(head) + [w for w in workers if w not in head]
     ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
@@ -893,6 +895,10 @@ def cluster_members(head, workers, hostvars_of, left_out=(), networks=None):
     name = str(hostvars_of(members[0]).get("ray_cluster_name") or "") if head else ""
     return {"members": members, "ips": ips, "expected_nodes": expected, "addresses": addresses, "sources": sources,
             "cluster_name": name, "membership": "static" if networks is None else "network",
-            "known_hosts": known_hosts if networks is None else {}, "monitoring": monitoring,
+            "known_hosts": known_hosts if networks is None else {},
+            # what the monitoring host scrapes: the members, their IPs, the exporter settings their inventories set and
+            # which are GPU hosts (nothing with network membership: rayfleet.targets discovers them)
+            "scrape": {"members": members, "ips": ips, "monitoring": monitoring,
+                       "gpu_hosts": [m for m in members if m in gpu_hosts]} if networks is None else {},
             "head": members[0] if head else None, "head_ip": ips.get(head[0]) if head else None,
             "awaited_nodes": awaited, "left_out": sorted(h for h in members if h in left_out)}

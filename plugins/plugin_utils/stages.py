@@ -33,7 +33,6 @@ RECORD_DIR = "/var/lib/rayfleet/stages"
 
 # What a stage takes from the other hosts (Stage.cluster_inputs)
 HEAD = "head"
-GROUPS = "groups"
 MEMBERS = "members"
 
 
@@ -49,10 +48,9 @@ class Stage:
     scope: str = "host"
     # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
     # HEAD, the host's own groups and the hosts of group ray_head (who holds the cluster key, which host is the
-    # head: a worker that joins or leaves changes neither on the other hosts); GROUPS, the contract groups whole (a
-    # stage whose templates read other hosts' groups, as the monitoring host's scrape targets read group gpu);
-    # MEMBERS, those and the plan's cluster section whole (a stage that reads other hosts' variables, as the NFS
-    # server's plan reads every cluster's); None: nothing
+    # head, the default monitoring host: a worker that joins or leaves changes neither on the other hosts);
+    # MEMBERS, the contract groups whole and the plan's cluster section whole (a stage that reads other hosts'
+    # variables, as the NFS server's plan reads every cluster's); None: nothing
     cluster_inputs: str | None = None
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
@@ -76,7 +74,7 @@ STAGES = (
     # or settings
     Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray:pip"),
           tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
-    Stage("monitoring", ("monitoring",), cluster_inputs=GROUPS, tags=("monitoring",)),
+    Stage("monitoring", ("monitoring",), cluster_inputs=HEAD, tags=("monitoring",)),
     Stage("submit_host", ("submit_host",), cluster_inputs=MEMBERS, groups=("ray_submit",), tags=("submit_host",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
@@ -252,7 +250,7 @@ def record_dir(hostvars, host):
 RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
 # What the cluster plan holds for one stage alone: an input of the stages that name it (plan_inputs), not of every
 # stage that reads the cluster (the members' exporter settings are the monitoring host's scrape targets)
-NAMED_ONLY_PLAN_KEYS = ("monitoring",)
+NAMED_ONLY_PLAN_KEYS = ("scrape",)
 
 
 def cluster_inputs(groups, cluster):
@@ -578,7 +576,7 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
     for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
     (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
     stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the heads and the
-    host's own groups (own_groups), the contract groups, and the members whole for a stage that reads them so or
+    host's own groups (own_groups), or the contract groups and the members whole for a stage that reads them so or
     where reads is None), and what the stage reads of the host's cluster plan (plan, the host's own unless own_plan
     is false; plan_inputs)."""
     facts = input_facts(facts or {})
@@ -591,8 +589,6 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
                   "vars": mine}
         if item.cluster_inputs == MEMBERS or (item.cluster_inputs and reads is None):
             inputs["cluster"] = cluster
-        elif item.cluster_inputs == GROUPS:
-            inputs["cluster"] = {"groups": cluster["groups"]}
         elif item.cluster_inputs == HEAD:
             inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
                                  "own_groups": sorted(own_groups or [])}

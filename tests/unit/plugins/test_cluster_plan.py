@@ -202,7 +202,7 @@ def test_each_members_exporter_settings_as_its_inventory_sets_them():
                "monitoring_node_exporter": False, "ray_num_cpus": 8},
     }
     cluster = cluster_members(["h"], ["g1"], hostvars.__getitem__)
-    assert cluster["monitoring"] == {"h": {}, "g1": {"monitoring_dcgm_exporter_port": 9500,
+    assert cluster["scrape"]["monitoring"] == {"h": {}, "g1": {"monitoring_dcgm_exporter_port": 9500,
                                                      "monitoring_node_exporter": False}}
 
 

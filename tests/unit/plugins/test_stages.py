@@ -587,7 +587,8 @@ def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
     # a stage that reads the cluster plan reads the keys it names of it (the plan, not every ray_ setting)
     assert "ray_" not in reads["firewall"][0] and "ray_" not in reads["monitoring"][0]
     assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= reads["firewall"][2]
-    assert {"host.node_ip", "cluster.members"} <= reads["monitoring"][2]
+    assert {"host.node_ip", "cluster.scrape"} <= reads["monitoring"][2]
+    assert "cluster.members" not in reads["monitoring"][2]
     # the ray stage reads every setting the plan comes from and its host's plan whole, and of the cluster only what
     # a run waits for: no other member's address or key (a member that joins or leaves changes nothing in it); a
     # stage that names the plan whole reads all of it
@@ -632,8 +633,10 @@ def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
     the gpu group's variables runs the monitoring stage there, through the cluster plan; no other stage that reads
     the cluster runs for it."""
     def head_inputs(worker_monitoring):
-        cluster = {"members": ["h", "w"], "ips": {"h": "10.0.0.1", "w": "10.0.0.2"},
-                   "sources": ["10.0.0.1", "10.0.0.2"], "monitoring": {"h": {}, "w": worker_monitoring},
+        ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
+        cluster = {"members": ["h", "w"], "ips": ips, "sources": ["10.0.0.1", "10.0.0.2"],
+                   "scrape": {"members": ["h", "w"], "ips": ips, "monitoring": {"h": {}, "w": worker_monitoring},
+                              "gpu_hosts": ["w"]},
                    "awaited_nodes": {}, "left_out": []}
         plan = {"host": {"node_ip": "10.0.0.1", "instances": [{"temp_dir": "/tmp/ray"}]}, "cluster": cluster}
         hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": plan},
@@ -969,8 +972,8 @@ def test_an_edit_changes_the_code_digest_of_the_stages_whose_code_it_is(collecti
 
 def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of_the_other_hosts():
     """Network membership: the firewall's sources are the networks, SSH trust is by certificate, Ray names no other
-    member. A worker that joins changes no stage's inputs on the head or an old worker but monitoring's (whose
-    scrape targets are the members); with static membership the firewall and SSH trust change everywhere."""
+    member, the monitoring host discovers the exporters. A worker that joins or leaves changes no stage's inputs on
+    the head or an old worker; with static membership the firewall, SSH trust and monitoring change everywhere."""
     ips = {"h": "10.0.0.1", "w1": "10.0.0.2", "w2": "10.0.0.3", "w3": "10.0.0.4"}
     network = {"ray_membership": "network", "ray_cluster_networks": ["10.0.0.0/24"], "ray_auth_mode": "token"}
 
@@ -991,9 +994,10 @@ def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of
     for host in ("h", "w1"):
         before = inputs(host, ["w1", "w2"], network)
         joined = inputs(host, ["w1", "w2", "w3"], network)
-        assert {name for name in before if before[name] != joined[name]} == {"monitoring"}, host
+        assert {name for name in before if before[name] != joined[name]} == set(), host
         left = inputs(host, ["w1"], network)
-        assert {name for name in before if before[name] != left[name]} == {"monitoring"}, host
+        assert {name for name in before if before[name] != left[name]} == set(), host
         static = inputs(host, ["w1", "w2"], {})
         static_joined = inputs(host, ["w1", "w2", "w3"], {})
-        assert {"firewall", "ssh_trust"} <= {name for name in static if static[name] != static_joined[name]}, host
+        assert {"firewall", "ssh_trust", "monitoring"} <= {
+            name for name in static if static[name] != static_joined[name]}, host
