@@ -90,7 +90,8 @@ def write(directory: Path, files: Mapping[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rayfleet.targets", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.targets",
+                                     description=__doc__.split("\n\n", maxsplit=1)[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--node", required=True, help="this host's Ray node settings file (its GCS address, token)")
     parser.add_argument("--dir", required=True, type=Path, help="where the file_sd files go")

@@ -202,8 +202,8 @@ def test_each_members_exporter_settings_as_its_inventory_sets_them():
                "monitoring_node_exporter": False, "ray_num_cpus": 8},
     }
     cluster = cluster_members(["h"], ["g1"], hostvars.__getitem__)
-    assert cluster["scrape"]["monitoring"] == {"h": {}, "g1": {"monitoring_dcgm_exporter_port": 9500,
-                                                     "monitoring_node_exporter": False}}
+    assert cluster["scrape"]["monitoring"] == {
+        "h": {}, "g1": {"monitoring_dcgm_exporter_port": 9500, "monitoring_node_exporter": False}}
 
 
 def test_a_host_left_out_keeps_its_place_but_is_not_awaited():

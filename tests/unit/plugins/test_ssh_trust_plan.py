@@ -39,7 +39,7 @@ def _old_expected(settings):
 
 
 CA_KEY = "/srv/inventory/credentials/ssh_trust_ca_ed25519"
-PRINCIPALS = ["worker1", "10.0.0.2"]
+PRINCIPALS = ("worker1", "10.0.0.2")
 
 
 def settings(**extra) -> dict:
@@ -190,7 +190,7 @@ def test_network_membership_trusts_by_certificate():
     """The authority's settings join the sshd drop-in (and sshd -T's expected lines, which the drift check watches),
     but not the options the host's sshd checks before anything changes: they name files the role installs first."""
     got = plan(membership="network")
-    assert got["ca"] is True and got["principals"] == PRINCIPALS
+    assert got["ca"] is True and got["principals"] == list(PRINCIPALS)
     assert got["sshd_settings"]["HostCertificate"] == "/etc/ssh/ssh_host_ed25519_key-cert.pub"
     assert got["sshd_settings"]["TrustedUserCAKeys"] == "/etc/ssh/rayfleet_user_ca.pub"
     assert "trustedusercakeys /etc/ssh/rayfleet_user_ca.pub" in got["sshd_expected"]
