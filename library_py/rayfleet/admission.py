@@ -14,6 +14,9 @@ baked image alike) runs these checks in a child process before ``ray start``, at
             (rayfleet.storage); not applicable where none is configured, or while its server does not answer.
   versions  a worker's Ray and Python are the head's (the cluster's metadata in the head's GCS), and its node library
             is the head's (the digest the head publishes when it starts; a new library restarts the head).
+  link      a worker's link, pair-tested against a node already proved (rayfleet.link): an all-reduce with one rank
+            here and one on a proved node of another host, reached as a Ray client, at no less than the settings'
+            ratio of two proved nodes' figure; run last, and only when the checks above pass.
 
 A node that passes starts with the Ray node label ``rayfleet.io/admission=passed``, which the preflight's verdict
 reads. A node whose checks fail does not start: ``rayfleet.raynode exec`` exits REFUSED, which the unit's
@@ -240,6 +243,20 @@ def versions_check(settings: RayNodeSettings, mine: Mapping[str, str],
     return Check("versions", OK, f"Ray {mine['ray']}, Python {mine['python']} as on the head{note}")
 
 
+def link_check(settings: RayNodeSettings) -> tuple[Check, dict[str, Any]]:
+    """The worker's link, pair-tested against a proved node (rayfleet.link); raises HeadUnreachable when the
+    cluster's Ray client server does not answer (no verdict)."""
+    from rayfleet import link
+
+    try:
+        state, reason, details = link.check(settings)
+    except link.NotApplicable as exc:
+        return Check("link", NOT_APPLICABLE, str(exc)), {}
+    except link.Unreachable as exc:
+        raise HeadUnreachable(str(exc)) from None
+    return Check("link", state, reason), details
+
+
 def _read_gpus() -> tuple[str, Any]:
     from rayfleet.gpu import read_gpus
 
@@ -256,6 +273,7 @@ class Environment:
     storage: Callable[[], Check] = storage_check
     versions: Callable[[], Mapping[str, str]] = local_versions
     head_versions: Callable[[RayNodeSettings], Mapping[str, str | None]] = head_versions
+    link: Callable[[RayNodeSettings], tuple[Check, dict[str, Any]]] = link_check
     now: Callable[[], float] = time.time
 
 
@@ -267,6 +285,13 @@ def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str,
                            env.nccl(config, vendor, report), env.storage()]
     mine = dict(env.versions())
     checks.append(versions_check(settings, mine, env.head_versions))
+    # Last, and only for a node the other checks pass: it takes seconds, and needs the head's Ray and library
+    link: dict[str, Any] = {}
+    if any(c.failed for c in checks):
+        checks.append(Check("link", NOT_APPLICABLE, "not run: the node is refused on the checks above"))
+    else:
+        found, link = env.link(settings)
+        checks.append(found)
     now = env.now()
     return {
         "time": dt.datetime.fromtimestamp(now, dt.timezone.utc).replace(microsecond=0).isoformat().replace(
@@ -278,6 +303,7 @@ def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str,
         "ok": not any(c.failed for c in checks),
         "checks": [c.to_dict() for c in checks],
         "versions": mine,
+        "link": link,
     }
 
 

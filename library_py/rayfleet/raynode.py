@@ -39,9 +39,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rayfleet.errors import SettingsError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rayfleet.link import LinkCheck
 
 ROLES = ("head", "worker")
 SETTINGS_VERSION = 1
@@ -182,6 +185,9 @@ class RayNodeSettings:
     # Ray's --node-name (its default is node_ip): set for each of a host's several node instances
     # (ray_node_instances), which share the host's IP, so that every check finds its own node
     node_name: str | None = None
+    # A worker's admission pair-tests its link against proved nodes before it starts (rayfleet.link); None: off.
+    # Read at each start only: a change here restarts no node
+    link_check: LinkCheck | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RayNodeSettings:
@@ -248,6 +254,9 @@ class RayNodeSettings:
                                       or any(c.isspace() for c in node_name)):
             raise SettingsError(f"node_name: expected a name without spaces, at most 128 characters, got {node_name!r}")
         object_store_memory = _number("object_store_memory", data.get("object_store_memory"), integer=True)
+        from rayfleet.link import LinkCheck
+
+        link_check = LinkCheck.from_mapping(data.get("link_check"))
         if object_store_memory is not None and object_store_memory < 78643200:
             raise SettingsError(f"object_store_memory: Ray needs at least 78643200 bytes (75 MiB), "
                                 f"got {object_store_memory}")
@@ -269,6 +278,7 @@ class RayNodeSettings:
             auth_token_path=str(auth_token_path) if auth_token_path else None,
             autoscaling_config=str(autoscaling_config) if autoscaling_config else None,
             node_name=node_name,
+            link_check=link_check,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,7 +286,7 @@ class RayNodeSettings:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
         data["env"] = dict(sorted(self.env.items()))
-        for key in ("autoscaling_config", "socket_ifname", "node_name"):
+        for key in ("autoscaling_config", "socket_ifname", "node_name", "link_check"):
             if data[key] is None:
                 del data[key]  # files written before the field existed stay unchanged
         return {"version": SETTINGS_VERSION, **data}

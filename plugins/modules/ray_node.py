@@ -89,6 +89,39 @@ options:
       - Set it for each of a host's several Ray nodes (the ray role's C(ray_node_instances), which share the host's
         IP, as C(<node_ip>/<instance>)) - the wait for registration then finds this node by its name.
     type: str
+  link_check:
+    description:
+      - A worker's link check at admission (C(rayfleet.link)) - before its raylet starts, the node pair-tests its
+        link against a node already proved, through a Ray client connection, and is refused when the all-reduce's
+        bus bandwidth is below O(link_check.ratio) times that of two proved nodes, or below
+        O(link_check.min_busbw_gbps).
+      - Omit it or set null to turn the check off. A change is written to the settings file and applies at the node's
+        next start; it restarts no node.
+    type: dict
+    suboptions:
+      bytes:
+        description: Message size of the pair all-reduce, in bytes.
+        type: int
+        default: 16777216
+      warmup:
+        description: Untimed all-reduces before the timed ones.
+        type: int
+        default: 2
+      iters:
+        description: Timed all-reduces.
+        type: int
+        default: 5
+      ratio:
+        description: The fraction of the proved pair's bus bandwidth the node's pair must reach.
+        type: float
+        default: 0.75
+      min_busbw_gbps:
+        description: An absolute floor (GB/s) the node's pair must reach too; null for none.
+        type: float
+      timeout_s:
+        description: Seconds the pair tests may take in all; a rank stuck on a broken link fails the check then.
+        type: float
+        default: 60
   dashboard_host:
     description:
       - Address the head's dashboard (state API, Jobs API) binds to. Defaults to O(node_ip) (not 0.0.0.0).
@@ -287,6 +320,10 @@ def build_module():
             object_store_memory=dict(type="int"),
             temp_dir=dict(type="path", default="/tmp/ray"),
             node_name=dict(type="str"),
+            link_check=dict(type="dict", options=dict(
+                bytes=dict(type="int", default=16777216), warmup=dict(type="int", default=2),
+                iters=dict(type="int", default=5), ratio=dict(type="float", default=0.75),
+                min_busbw_gbps=dict(type="float"), timeout_s=dict(type="float", default=60))),
             dashboard_host=dict(type="str"),
             include_dashboard=dict(type="bool", default=True),
             env=dict(type="dict", default={}),
@@ -466,6 +503,7 @@ def main():
             object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
             dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
             socket_ifname=p["socket_ifname"], auth_token_path=p["auth_token_path"], node_name=p["node_name"],
+            link_check=p["link_check"],
         ))
         if role == "worker":
             resolve(split_address(settings.head_address, settings.ports.gcs)[0])
@@ -483,6 +521,8 @@ def main():
     after = settings.to_dict()
     content = settings.to_json()
     changes = settings_diff(before, after)
+    # The link check is read at each start: a new one is written for the next, and restarts nothing
+    restart_changes = [key for key in changes if key.split(".")[0] != "link_check"]
     result.update(settings_changed=bool(changes), changed_keys=sorted(changes),
                   ray_start_args=settings.start_args(block=True), dashboard_url=settings.dashboard_url,
                   gcs_address=settings.gcs_address, node_ip=settings.node_ip, node_id="", resources={})
@@ -496,7 +536,7 @@ def main():
     active = service.is_active(unit)
     if not active:
         action = "started"
-    elif p["state"] == "restarted" or changes:
+    elif p["state"] == "restarted" or restart_changes:
         action = "restarted"
     else:
         action = "none"

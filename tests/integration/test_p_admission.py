@@ -13,6 +13,7 @@ import json
 import shlex
 import time
 
+import pytest
 from conftest import (
     PYTHON_AS_RAY,
     RAY_DEFAULTS,
@@ -57,14 +58,18 @@ def test_every_node_was_admitted_before_its_ray_started(host):
     record = json.loads(host.file(RECORD).content_string)
     checks = {c["name"]: c for c in record["checks"]}
     assert record["ok"] is True, record
-    assert list(checks) == ["gpu", "dcgm", "nccl", "storage", "versions"]
+    assert list(checks) == ["gpu", "dcgm", "nccl", "storage", "versions", "link"]
     assert checks["gpu"]["state"] == "n/a" and checks["nccl"]["state"] == "n/a", checks
     # the sandbox's hosts mount the head's NFS share: mounted and writable as the Ray user before Ray started
     assert checks["storage"]["state"] in ("ok", "n/a"), checks["storage"]
     role = host.ansible.get_variables()["group_names"]
     if "ray_head" in role:
         assert checks["versions"]["state"] == "n/a", checks["versions"]
+        assert checks["link"] == {"name": "link", "ok": True, "state": "n/a",
+                                  "reason": "the head is the cluster's first proved node"}
     else:
+        # pair-tested, or (a first start, before the pytorch role put torch into the Ray venv) said why not
+        assert checks["link"]["state"] == "ok" or "torch is not installed" in checks["link"]["reason"], checks
         # the head published its node library: the worker compared it, and Ray's and Python's versions
         assert checks["versions"]["state"] == "ok", checks["versions"]
         assert checks["versions"]["reason"].startswith(f"Ray {RAY_DEFAULTS['ray_version']}, Python 3."), checks
@@ -147,3 +152,50 @@ def test_a_worker_whose_node_library_is_not_the_heads_is_refused(request):
         assert [c["name"] for c in record["checks"] if not c["ok"]] == ["versions"], record
         journal = on(WORKER, f"journalctl --no-pager -n 80 -u {UNIT}")
         assert f"rayfleet.admission: {ip} refused: versions: node library" in journal, journal[-3000:]
+
+
+def test_a_worker_pair_tests_its_link_against_proved_nodes_before_it_starts(request):
+    """A plain restart: before its raylet starts, worker1 runs the all-reduce with a proved node of another host,
+    through a Ray client connection, and the same all-reduce between two proved nodes is its reference."""
+    head = head_host(request)
+    ips = inventory_ips(request)
+    others = sorted(ip for name, ip in ips.items() if name != WORKER)
+    before = time.time()
+    on(WORKER, f"systemctl restart {UNIT}")
+    wait_for_cluster(head, node_ip(head), list(ips.values()), timeout=120)
+    record = record_of(WORKER)
+    assert record["timestamp"] >= before - 1 and record["ok"] is True, record
+    link = next(c for c in record["checks"] if c["name"] == "link")
+    figures = record["link"]
+    settings = json.loads(on(WORKER, f"cat {SETTINGS}"))["link_check"]
+    assert link["state"] == "ok", link
+    # the peer is the other worker (workers before the head); the reference pair is the two other hosts
+    assert figures["peer"] == ips[f"{SANDBOX}-worker2"] and sorted(figures["reference_pair"]) == others, figures
+    assert figures["bytes"] == settings["bytes"] and figures["reference_gbps"] > 0, figures
+    assert figures["floor_gbps"] == pytest.approx(settings["ratio"] * figures["reference_gbps"], rel=1e-3)
+    assert figures["busbw_gbps"] >= figures["floor_gbps"], figures
+    assert f"all-reduce with {figures['peer']} at " in link["reason"] and "at least " in link["reason"], link
+    journal = on(WORKER, f"journalctl --no-pager -n 40 -u {UNIT}")
+    assert "link: ok - all-reduce with" in journal, journal[-3000:]
+
+
+def test_a_worker_whose_link_is_throttled_is_refused_and_named(request):
+    # 100 Mbit/s out of the worker's interface (a NIC negotiated down, a bad cable), set before its unit restarts
+    inject = "tc qdisc add dev eth0 root tbf rate 100mbit burst 64kb latency 50ms"
+    with refused_worker(request, inject, "tc qdisc del dev eth0 root") as (ip, before):
+        record = record_of(WORKER)
+        assert record["timestamp"] >= before - 1 and record["ok"] is False, record
+        assert [c["name"] for c in record["checks"] if not c["ok"]] == ["link"], record
+        link = next(c for c in record["checks"] if c["name"] == "link")
+        figures = record["link"]
+        assert figures["busbw_gbps"] < figures["floor_gbps"], figures
+        assert "bus bandwidth, below " in link["reason"] and "(a slow NIC, cable or link on this node)" in \
+            link["reason"], link
+        journal = on(WORKER, f"journalctl --no-pager -n 80 -u {UNIT}")
+        assert f"rayfleet.admission: {ip} refused: link: all-reduce with {figures['peer']}" in journal, \
+            journal[-3000:]
+        # it never ran a task: Ray lists the worker dead or not at all, and systemd leaves it stopped
+        assert ip not in wait_for_cluster_without(head_host(request), ip)
+        assert unit_state(WORKER)[0] == "failed"
+        metric = f'rayfleet_admission_ok{{check="link",node="{ip}",rayfleet_cluster="default"}} 0'
+        wait("the admission metric in the textfile collector", lambda: metric in on(WORKER, f"cat {PROM} || :"), 60)

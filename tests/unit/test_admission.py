@@ -32,7 +32,7 @@ def gpu(index=0, **extra) -> Gpu:
                pcie_width=16, pcie_max_width=16, ecc_enabled=True, ecc_uncorrected_volatile=0, **extra)
 
 
-def env(report=None, head=None, storage=None) -> Environment:
+def env(report=None, head=None, storage=None, link=None) -> Environment:
     def head_versions(_settings):
         if isinstance(head, Exception):
             raise head
@@ -43,7 +43,9 @@ def env(report=None, head=None, storage=None) -> Environment:
         dcgm=lambda _vendor, _report: Check("dcgm", NOT_APPLICABLE, "DCGM is not installed on this host"),
         nccl=lambda _config, _vendor, _report: Check("nccl", NOT_APPLICABLE, "no NVIDIA GPU on this host"),
         storage=lambda: storage or Check("storage", NOT_APPLICABLE, "no shared storage is configured on this host"),
-        versions=lambda: dict(MINE), head_versions=head_versions, now=lambda: 1_800_000_000.0)
+        versions=lambda: dict(MINE), head_versions=head_versions,
+        link=link or (lambda _settings: (Check("link", NOT_APPLICABLE, "turned off (link_check: null)"), {})),
+        now=lambda: 1_800_000_000.0)
 
 
 def checks(record) -> dict[str, dict]:
@@ -54,7 +56,7 @@ def test_a_cpu_node_matching_its_head_is_admitted():
     record = admission.admit("/etc/rayfleet/ray-worker.json", settings(), env())
     assert record["ok"] is True and record["node"] == "10.0.0.5" and record["role"] == "worker"
     found = checks(record)
-    assert list(found) == ["gpu", "dcgm", "nccl", "storage", "versions"]
+    assert list(found) == ["gpu", "dcgm", "nccl", "storage", "versions", "link"]
     assert found["gpu"]["state"] == NOT_APPLICABLE
     assert found["versions"]["state"] == OK
     assert "Ray 2.60.0, Python 3.11.2 as on the head" in found["versions"]["reason"]
@@ -222,3 +224,35 @@ def test_raynode_exec_labels_an_admitted_node_and_starts_none_refused(tmp_path, 
         assert started == []
     else:
         assert ("--labels=rayfleet.io/admission=passed" in started[0]) is label
+
+
+def test_a_worker_whose_link_check_fails_is_refused_and_its_figures_are_recorded():
+    figures = {"peer": "10.0.0.7", "busbw_gbps": 0.01, "reference_gbps": 1.2, "floor_gbps": 0.36}
+
+    def failing(_settings):
+        return Check("link", FAILED, "all-reduce with 10.0.0.7 at 4 MiB: 0.010 GB/s"), figures
+
+    record = admission.admit("/c", settings(), env(link=failing))
+    assert record["ok"] is False and record["link"] == figures
+    assert admission.failures(record) == ["link: all-reduce with 10.0.0.7 at 4 MiB: 0.010 GB/s"]
+
+
+def test_the_link_is_not_tested_on_a_node_refused_on_its_other_checks():
+    def never(_settings):
+        raise AssertionError("the link check ran on a refused node")
+
+    record = admission.admit("/c", settings(num_gpus=1), env(link=never))
+    assert record["ok"] is False
+    assert checks(record)["link"] == {"name": "link", "ok": True, "state": NOT_APPLICABLE,
+                                      "reason": "not run: the node is refused on the checks above"}
+
+
+def test_a_client_server_that_does_not_answer_gives_no_verdict(monkeypatch):
+    from rayfleet import link
+
+    def unreachable(_settings):
+        raise link.Unreachable("the cluster's Ray client server at ray://10.0.0.1:10001 does not answer")
+
+    monkeypatch.setattr(link, "check", unreachable)
+    with pytest.raises(HeadUnreachable, match="client server"):
+        admission.link_check(settings())

@@ -98,6 +98,21 @@ def test_changed_setting_restarts_and_waits_for_a_new_node(node_env):
     assert FakeSystemd.actions[-1] == ("restart", "ray-head.service")
 
 
+def test_a_new_link_check_is_written_for_the_next_start_and_restarts_nothing(node_env):
+    args, config = node_env
+    run(ray_node, args)
+    out = run(ray_node, {**args, "link_check": {"ratio": 0.3, "bytes": 4194304}})
+    assert not out.failed, out.result
+    assert out.result["changed"] and out.result["action"] == "none" and out.result["changed_keys"] == ["link_check"]
+    assert FakeSystemd.actions == [("start", "ray-head.service")] and out.result["node_id"] == "node-1"
+    assert json.loads(config.read_text())["link_check"] == {
+        "bytes": 4194304, "iters": 5, "min_busbw_gbps": None, "ratio": 0.3, "timeout_s": 60.0, "warmup": 2}
+    out = run(ray_node, {**args, "link_check": {"ratio": 0.3, "bytes": 4194304}})
+    assert not out.result["changed"]
+    bad = run(ray_node, {**args, "link_check": {"ratio": 2.0}})
+    assert bad.failed and "link_check.ratio: expected a number >= 0 and <= 1, got 2.0" in bad.result["msg"]
+
+
 def test_check_mode_shows_diff_and_changes_nothing(node_env):
     args, config = node_env
     run(ray_node, args)
