@@ -590,8 +590,9 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
         if item.cluster_inputs == MEMBERS or (item.cluster_inputs and reads is None):
             inputs["cluster"] = cluster
         elif item.cluster_inputs == HEAD:
+            # the host's contract groups only: an inventory's own groups (a rack, a zone) decide no stage
             inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
-                                 "own_groups": sorted(own_groups or [])}
+                                 "own_groups": sorted(set(own_groups or ()) & set(CONTRACT_GROUPS))}
         planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
         if planned is not None:
             inputs["plan"] = planned

@@ -1001,3 +1001,20 @@ def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of
         static_joined = inputs(host, ["w1", "w2", "w3"], {})
         assert {"firewall", "ssh_trust", "monitoring"} <= {
             name for name in static if static[name] != static_joined[name]}, host
+
+
+def test_a_hosts_inventory_groups_outside_the_contract_are_no_stage_input():
+    """The stages that read the head and the host's own groups read the contract groups: a group of the inventory's
+    own (a rack, a zone, the sandbox's) added to a host reruns nothing there; a contract group does."""
+    cluster = {"groups": {"ray_head": ["h"], "ray_worker": ["w1"]}, "members": {}}
+
+    code, reads, addresses = stages.collection_code(stages.collection_root())
+
+    def digests(own):
+        return inputs_digests(code, {}, {}, cluster, reads=reads, addresses=addresses, own_groups=own)
+
+    plain = digests(["ray_worker"])
+    assert digests(["ray_worker", "rack_a", "sandbox"]) == plain
+    with_gpu = digests(["ray_worker", "gpu"])
+    assert {name for name in plain if plain[name] != with_gpu[name]} == {
+        s.name for s in stages.STAGES if s.cluster_inputs == stages.HEAD}
