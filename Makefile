@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-collective bench-localize test-gpu gpu-wheels bench-gpu collection docs clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-join bench-collective bench-localize test-gpu gpu-wheels bench-gpu collection docs clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -198,6 +198,10 @@ bench-converge: deps venv image wheels  ## site.yml first run, idempotent and on
 
 bench-bake: deps venv image wheels  ## baked image vs bare hosts: boot to Ray alive, to verified -> docs/benchmarks.md
 	tools/bench_bake.py --workers $(WORKERS)
+	tools/bench_report.py
+
+bench-join: deps venv image wheels  ## site.yml joining a bare host to a network-membership cluster and removing it -> docs/benchmarks.md
+	tools/bench_join.py --workers $(WORKERS)
 	tools/bench_report.py
 
 bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox, preflight time -> docs/benchmarks.md

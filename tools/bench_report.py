@@ -324,12 +324,61 @@ def collective_section(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+JOIN_ABOUT = [
+    "## Joining and removing a host with network membership",
+    "",
+    "`make bench-join WORKERS=N` (writes `artifacts/bench-join-<hosts>hosts.json`): 1 head + N workers, fresh bare",
+    "sandbox hosts converged with `ray_membership: network` (the sandbox's subnet as the cluster's network). Then,",
+    "for each join, a fresh bare host is added to the inventory and `site.yml` runs over every host; then the plain",
+    "`site.yml` once more; then the host is removed and `site.yml` runs over the rest. The stages that ran and the",
+    "changes on the hosts that were there before are counted; every old Ray node must keep its node id. Seconds;",
+    "medians of the runs listed.",
+    "",
+]
+
+
+def _effects(effects: dict) -> str:
+    ran = sorted({s for e in effects.values() for s in e["stages"]})
+    changed = max((e["changed"] for e in effects.values()), default=0)
+    return (f"stages run there: {', '.join(ran) or 'none'}; most changes on one of them: {changed}")
+
+
+def join_section(results: list[dict]) -> str:
+    lines = list(JOIN_ABOUT)
+    for r in sorted(results, key=lambda x: x["hosts"]):
+        n = r["hosts"]
+        admission = r.get("join_new_host_admission") or []
+        link = sorted({a.get("link", "-") for a in admission})
+        lines += [
+            f"### {n} hosts → {n + 1} → {n} — {r['date'][:10]}",
+            "",
+            f"{measured(r)}.",
+            "",
+            "| measure | seconds | runs and notes |",
+            "|---|---|---|",
+            f"| first `site.yml` ({n} bare hosts) | {r['first_run_s']:.1f} | |",
+            f"| idempotent re-run | {r['rerun_median_s']:.1f} | {_runs(r['rerun_s'])}; changed=0 |",
+            f"| `site.yml` joining one bare host ({n} → {n + 1}) | {r['join_median_s']:.1f} | {_runs(r['join_s'])}; "
+            f"the other hosts: {_effects(r['join_old_hosts'])} |",
+            f"| the next plain `site.yml` | {r['next_run_median_s']:.1f} | {_runs(r['next_run_s'])}; changed=0 |",
+            f"| `site.yml` after removing it ({n + 1} → {n}) | {r['leave_median_s']:.1f} | {_runs(r['leave_s'])}; "
+            f"the other hosts: {_effects(r['leave_old_hosts'])} |",
+            "",
+            f"On the joining host `site.yml` ran: {', '.join(r['join_new_host_stages'])}. Its node was admitted "
+            f"(link check: {', '.join(link)}: its first start comes before the pytorch role installs torch). Every "
+            "old Ray node kept its node id.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
 # name: (the results in artifacts/, the section, whether the section is written without results)
 SECTIONS = {
     "converge": ("bench-converge-*hosts.json", converge_section, False),
     "bake": ("bench-bake.json", bake_section, True),
     "collective": ("bench-collective.json", collective_section, True),
     "localize": ("bench-localize.json", localize_section, False),
+    "join": ("bench-join-*hosts.json", join_section, False),
 }
 
 

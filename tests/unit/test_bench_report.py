@@ -239,3 +239,28 @@ def test_a_doc_without_these_sections_gets_them_at_the_end(tmp_path):
 def test_sizes_are_written_in_binary_units():
     assert bench_report._bytes("64M") == "64 MiB" and bench_report._bytes("1G") == "1 GiB"
     assert bench_report._bytes("4096") == "4096 bytes" and bench_report._bytes("lots") == "lots"
+
+
+def join_result() -> dict:
+    none = {"stages": [], "changed": 0}
+    return {"benchmark": "join", "command": "make bench-join WORKERS=2", "hosts": 3, "commit": "joi1234",
+            "machine": {"cpus": 2, "memory_gib": 23.4, "os": "Linux-6.1", "python": "3.11.7"},
+            "date": "2031-02-03T04:05:06Z", "first_run_s": 250.4, "rerun_s": [5.1, 5.3, 5.0], "rerun_median_s": 5.1,
+            "join_s": [120.2, 118.0], "join_median_s": 119.1,
+            "join_old_hosts": {"bench-head": none, "bench-worker1": {"stages": ["ray"], "changed": 1}},
+            "join_new_host_stages": ["common", "firewall", "ray"],
+            "join_new_host_admission": [{"gpu": "n/a", "link": "n/a"}],
+            "next_run_s": [5.5, 5.7], "next_run_median_s": 5.6, "leave_s": [5.2, 5.4], "leave_median_s": 5.3,
+            "leave_old_hosts": {"bench-head": none, "bench-worker1": none}}
+
+
+def test_the_join_section_comes_from_its_result_and_names_what_ran_on_the_other_hosts(tmp_path):
+    text = _report(tmp_path, {"bench-join-3hosts.json": join_result()})
+    join = text.split("<!-- begin: join -->")[1].split("<!-- end: join -->")[0]
+    assert "## Joining and removing a host with network membership" in join and "### 3 hosts → 4 → 3" in join
+    assert ("| `site.yml` joining one bare host (3 → 4) | 119.1 | 120.2 / 118.0; the other hosts: stages run there: "
+            "ray; most changes on one of them: 1 |") in join
+    assert ("| `site.yml` after removing it (4 → 3) | 5.3 | 5.2 / 5.4; the other hosts: stages run there: none; "
+            "most changes on one of them: 0 |") in join
+    assert "| idempotent re-run | 5.1 | 5.1 / 5.3 / 5.0; changed=0 |" in join
+    assert "On the joining host `site.yml` ran: common, firewall, ray." in join
