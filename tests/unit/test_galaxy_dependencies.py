@@ -318,3 +318,22 @@ class ActionModule:
                                    "g.role", "h.loop", "i.meta", "j.dep", "k.tmpl", "l.play", "m.roles", "n.utils",
                                    "o.frag", "p.exec")))
     assert undeclared(tmp_path) == []
+
+
+def test_requirements_yml_pins_every_dependency_at_the_version_the_tests_run_with():
+    """requirements.yml (what a controller with ansible-core alone installs) names galaxy.yml's dependencies, no
+    more, each at the version installed here - the one the tests run - which satisfies galaxy.yml's floor."""
+    from ansible.galaxy.dependency_resolution.versioning import meets_requirements
+
+    galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
+    out = subprocess.run([galaxy, "collection", "list", "--format", "json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    installed = {}
+    for collections in json.loads(out).values():
+        for name, info in collections.items():
+            installed.setdefault(name, info["version"])
+    pinned = {c["name"]: c["version"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}
+    floors = declared(ROOT)
+    assert set(pinned) == set(floors)
+    assert {name: installed.get(name) for name in pinned} == pinned
+    assert all(meets_requirements(pinned[name], spec) for name, spec in floors.items())

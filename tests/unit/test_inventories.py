@@ -19,3 +19,16 @@ def test_example_inventory_keeps_the_group_contract():
     head, workers = inv["ray_head"]["hosts"], inv["ray_worker"]["hosts"]
     assert len(head) == 1 and workers and not set(head) & set(workers)
     assert "StrictHostKeyChecking=yes" in inv["_meta"]["hostvars"][head[0]]["ansible_ssh_common_args"]
+
+
+def test_example_inventory_puts_its_gpu_hosts_in_gpu_and_no_run_warns_about_a_missing_group():
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    bin_dir = Path(sys.executable).parent
+    proc = subprocess.run([str(bin_dir / "ansible-inventory"), "-i", "inventories/example", "--list"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, check=True)
+    inv = json.loads(proc.stdout)
+    assert sorted(inv["gpu"]["hosts"]) == sorted(inv["ray_head"]["hosts"] + inv["ray_worker"]["hosts"])
+    listed = subprocess.run([str(bin_dir / "ansible-playbook"), "site.yml", "-i", "inventories/example",
+                             "--list-hosts"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert "Could not match supplied host pattern" not in listed.stderr + listed.stdout, listed.stderr
