@@ -9,6 +9,11 @@
             Ray started): no Ansible involved (median of --boots fresh clusters)
   verified  from the same start until site.yml on those hosts has finished (every node checked alive, the cluster
             check passed): what an operator waits for (median of --boots)
+  join      the booted cluster switched to network membership (site.yml), then one more host booted from the image
+            into it, as the autoscaler or a spot replacement would: seconds from its `podman create` until it is
+            alive with its admission label (its link pair-tested against the proved nodes before its Ray started),
+            and until a Ray task placed on it has run; on the other hosts every file under /etc/rayfleet, /etc/ssh
+            and /etc/nftables*, the nftables ruleset and every Ray node id must be unchanged (median of --boots)
 
 Prints a table and writes artifacts/bench-bake.json (tools/bench_report.py puts it in docs/benchmarks.md).
 Not a test: figures vary with the machine.
@@ -19,6 +24,8 @@ Example: tools/bench_bake.py --workers 2 --boots 3
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import statistics
 import sys
 import time
@@ -26,7 +33,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bakeflow import bake, installed_in_image, installed_on, package_changes, remove_image, wait_alive
+from bakeflow import (
+    TOKEN_PATH,
+    VENV,
+    alive_nodes,
+    bake,
+    exec_on,
+    installed_in_image,
+    installed_on,
+    package_changes,
+    remove_image,
+    wait_alive,
+)
 from bench_converge import BenchError, publish, run_site
 from benchinfo import stamp
 
@@ -35,6 +53,7 @@ from sandbox import ROOT, Sandbox, build_image, podman
 IMAGE_NAME, TAG = "rayfleet-node-bench", "bench"
 GOAL_VERIFIED_S = 19.0
 GOAL_RATIO = 0.2
+GOAL_JOIN_S = 15.0
 
 
 def summarize(bare_s: float, bake_s: float, boots: Sequence[tuple[float, float, float]],
@@ -65,8 +84,49 @@ def image_bytes(image: str) -> int | None:
     return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
 
 
+# What a join must leave as it is on the hosts already there: their rayfleet, SSH and firewall files and the ruleset
+STATE = ("{ find /etc/rayfleet /etc/ssh /etc/nftables* -type f 2>/dev/null | sort | xargs -r sha256sum; "
+         "nft list ruleset 2>/dev/null | sha256sum; } | sha256sum")
+TASK = ("import ray, socket, sys\n"
+        "from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On\n"
+        "ray.init(address='auto', logging_level='ERROR', log_to_driver=False)\n"
+        "f = ray.remote(num_cpus=0)(lambda: socket.gethostname())\n"
+        "print(ray.get(f.options(scheduling_strategy=On(sys.argv[1], soft=False)).remote(), timeout=60))\n")
+
+
+def join(sb: Sandbox, workers: int, image: str, network: list[str]) -> dict:
+    """One host booted from the image into the running cluster (network membership): seconds to admitted and
+    alive, and to a task run on it; what its admission record says of its link; whether anything changed on the
+    other hosts."""
+    hosts = sb.hosts()
+    names = [h["host"].removeprefix(f"{sb.name}-") for h in hosts]
+    head_ip = hosts[0]["address"]
+    before = {n: exec_on(sb, n, STATE) for n in names}
+    ids = alive_nodes(sb, head_ip)
+    start = time.monotonic()
+    joined = sb.up(workers + 1, image=image, launch=True)
+    new = next(h for h in joined if h["host"].removeprefix(f"{sb.name}-") not in names)
+    new_name = new["host"].removeprefix(f"{sb.name}-")
+    nodes = wait_alive(sb, head_ip, len(hosts) + 1, timeout=180, admitted=True)
+    alive = time.monotonic() - start
+    script = base64.b64encode(TASK.encode()).decode()
+    ran = exec_on(sb, "head", f"echo {script} | base64 -d > /tmp/rayfleet-bench-task.py && cd /tmp && sudo -u rayfleet "
+                              f"env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python "
+                              f"/tmp/rayfleet-bench-task.py {nodes[new['address']]}")
+    task = time.monotonic() - start
+    if ran.strip() != new["container"]:  # the host's hostname
+        raise BenchError(f"the task placed on {new['container']} ran on {ran.strip()!r}")
+    record = json.loads(exec_on(sb, new_name, "cat /tmp/ray/rayfleet-admission.json"))
+    link = next((c for c in record["checks"] if c["name"] == "link"), {})
+    after = {n: exec_on(sb, n, STATE) for n in names}
+    kept = {ip: nodes.get(ip) for ip in ids}
+    return {"alive_s": alive, "task_s": task, "link_state": link.get("state"), "link_reason": link.get("reason"),
+            "link": record.get("link") or {}, "others_changed": sorted(n for n in names if before[n] != after[n]),
+            "node_ids_kept": kept == ids, "network": network}
+
+
 def boot(name: str, workers: int, image: str, in_image: dict[str, str]
-         ) -> tuple[float, float, float, list[str], dict[str, float]]:
+         ) -> tuple[float, float, float, list[str], dict[str, float], dict]:
     """One fresh cluster from the image: seconds to Ray alive, to site.yml done, site.yml alone; the packages
     site.yml installed, removed or moved ("<host>: <change>", against in_image); site.yml's seconds per role."""
     sb = Sandbox(name)
@@ -81,7 +141,9 @@ def boot(name: str, workers: int, image: str, in_image: dict[str, str]
         names = [h["host"].removeprefix(f"{sb.name}-") for h in hosts]  # head, worker1, ...
         changes = [f"{host}: {change}" for host in names
                    for change in package_changes(in_image, installed_on(sb, host))]
-        return alive, done, site, changes, roles
+        network = ["-e", json.dumps({"ray_membership": "network", "ray_cluster_networks": [str(sb.subnet())]})]
+        run_site(sb, *network)
+        return alive, done, site, changes, roles, join(sb, workers, image, network)
     finally:
         sb.down()
 
@@ -130,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         remove_image(image)
 
     packages = sorted({change for r in runs for change in r[3]})
+    joins = [r[5] for r in runs]
     figures = summarize(bare, baked, [r[:3] for r in runs], [r[4] for r in runs])
     result = {
         "benchmark": "bake",
@@ -145,6 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         "goal_verified_s": GOAL_VERIFIED_S,
         "goal_ratio": GOAL_RATIO,
         "package_changes_on_baked": packages,
+        "join_alive_s": [round(j["alive_s"], 1) for j in joins],
+        "join_task_s": [round(j["task_s"], 1) for j in joins],
+        "median_join_alive_s": round(statistics.median(j["alive_s"] for j in joins), 1),
+        "median_join_task_s": round(statistics.median(j["task_s"] for j in joins), 1),
+        "join_link_states": [j["link_state"] for j in joins],
+        "join_link": [j["link"] for j in joins],
+        "join_others_changed": sorted({n for j in joins for n in j["others_changed"]}),
+        "join_node_ids_kept": all(j["node_ids_kept"] for j in joins),
+        "goal_join_s": GOAL_JOIN_S,
     }
     rows = [
         ("measure", "seconds", "note"),
@@ -160,6 +232,14 @@ def main(argv: list[str] | None = None) -> int:
             figures["site_on_baked_per_role_median_s"].items(), key=lambda kv: -kv[1]) if v >= 0.5)),
         ("verified / bare", f"{figures['verified_over_bare']:.3f}", f"goal <= {GOAL_RATIO:g}"),
         ("packages site.yml changed", str(len(packages)), ", ".join(packages) or "none (against the image)"),
+        ("join: boot -> admitted, alive", f"{result['median_join_alive_s']:.1f}",
+         "median of " + " / ".join(f"{j['alive_s']:.1f}" for j in joins) + "; link: "
+         + ", ".join(str(j["link_state"]) for j in joins)),
+        ("join: boot -> a task ran on it", f"{result['median_join_task_s']:.1f}",
+         "median of " + " / ".join(f"{j['task_s']:.1f}" for j in joins) + f"; goal <= {GOAL_JOIN_S:g}"),
+        ("join: other hosts changed", str(len(result["join_others_changed"])),
+         ", ".join(result["join_others_changed"]) or "none; Ray node ids kept: "
+         + str(result["join_node_ids_kept"]).lower()),
     ]
     publish(result, rows, args.out)
     return 0

@@ -213,9 +213,27 @@ BAKE_ABOUT = [
     "fresh bare sandbox hosts; `bake.yml` on one bare builder; then, for each boot, 1 + N fresh hosts booted from",
     "the baked image with their launch file: seconds from `podman create` until Ray's state API lists every node",
     "alive (no Ansible involved), and until `site.yml` on them has finished (every node verified alive by the",
-    "cluster check). Seconds; medians of the boots listed.",
+    "cluster check). Then the cluster is switched to network membership and one more host is booted from the image",
+    "into it: seconds until it is admitted (its link pair-tested) and alive, and until a Ray task placed on it ran;",
+    "the other hosts' rayfleet, SSH and firewall files and nftables ruleset are compared before and after. Seconds;",
+    "medians of the boots listed.",
     "",
 ]
+
+
+def _join_rows(r: dict) -> list[str]:
+    """The rows of a host booted into the running cluster (network membership), when the result has them."""
+    if r.get("median_join_alive_s") is None:
+        return []
+    goal = f"; goal ≤ {r['goal_join_s']:g} s" if r.get("goal_join_s") is not None else ""
+    others = ", ".join(r["join_others_changed"]) or "none"
+    return [
+        f"| a host booted into the running cluster → admitted and alive | {r['median_join_alive_s']:.1f} | "
+        f"{_runs(r['join_alive_s'])}; its link check: {', '.join(str(x) for x in r['join_link_states'])} |",
+        f"| … → a Ray task ran on it | {r['median_join_task_s']:.1f} | {_runs(r['join_task_s'])}{goal} |",
+        f"| other hosts whose files or ruleset changed | {len(r['join_others_changed'])} | {others}; Ray node ids "
+        f"{'kept' if r.get('join_node_ids_kept') else 'CHANGED'} |",
+    ]
 
 
 def bake_section(results: list[dict]) -> str:
@@ -256,6 +274,7 @@ def bake_section(results: list[dict]) -> str:
         + (f"; per role: {_roles(r['site_on_baked_per_role_median_s'])} |" if r.get("site_on_baked_per_role_median_s")
            else " |"),
         f"| verified / bare | {r['verified_over_bare']:.3f} | {goal_ratio} |",
+        *_join_rows(r),
         "",
         *changes,
         "Ray is up from boot without Ansible. The verifying `site.yml` on top skips the base stage, whose record the",

@@ -264,3 +264,15 @@ def test_the_join_section_comes_from_its_result_and_names_what_ran_on_the_other_
             "most changes on one of them: 0 |") in join
     assert "| idempotent re-run | 5.1 | 5.1 / 5.3 / 5.0; changed=0 |" in join
     assert "On the joining host `site.yml` ran: common, firewall, ray." in join
+
+
+def test_the_bake_section_shows_a_host_booted_into_the_running_cluster():
+    joined = dict(bake_result(), join_alive_s=[9.1, 8.2, 10.3], median_join_alive_s=9.1, join_task_s=[12.0, 11.5, 13.1],
+                  median_join_task_s=12.0, join_link_states=["ok", "ok", "ok"], join_others_changed=[],
+                  join_node_ids_kept=True, goal_join_s=15.0)
+    bake = bench_report.bake_section([joined])
+    assert ("| a host booted into the running cluster → admitted and alive | 9.1 | 9.1 / 8.2 / 10.3; its link check: "
+            "ok, ok, ok |") in bake
+    assert "| … → a Ray task ran on it | 12.0 | 12.0 / 11.5 / 13.1; goal ≤ 15 s |" in bake
+    assert "| other hosts whose files or ruleset changed | 0 | none; Ray node ids kept |" in bake
+    assert "a host booted into" not in bench_report.bake_section([bake_result()])
