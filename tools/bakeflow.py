@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sandbox import ROOT, Sandbox, SandboxError, podman
+from sandbox import ROOT, Sandbox, SandboxError, podman, podman_env
 
 VENV = "/opt/rayfleet/venv"
 TOKEN_PATH = "/etc/rayfleet/auth-token"
@@ -127,3 +127,28 @@ def wait_alive(sandbox: Sandbox, head_ip: str, count: int, timeout: float = 120,
 
 def remove_image(image: str) -> None:
     podman("rmi", "--force", "--ignore", image, check=False)
+
+
+# What a join must leave as it is on the hosts already there: their rayfleet, SSH and firewall files and the ruleset
+_STATE = ("{ find /etc/rayfleet /etc/ssh /etc/nftables* -type f 2>/dev/null | sort | xargs -r sha256sum; "
+          "nft list ruleset 2>/dev/null | sha256sum; } | sha256sum")
+_TASK = ("import ray, socket, sys\n"
+         "from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On\n"
+         "ray.init(address='auto', logging_level='ERROR', log_to_driver=False)\n"
+         "f = ray.remote(num_cpus=0)(lambda: socket.gethostname())\n"
+         "print(ray.get(f.options(scheduling_strategy=On(sys.argv[1], soft=False)).remote(), timeout=60))\n")
+
+
+def host_state(sandbox: Sandbox, host: str) -> str:
+    """One digest of a host's rayfleet, SSH and firewall files and its nftables ruleset."""
+    return exec_on(sandbox, host, _STATE).strip()
+
+
+def task_on(sandbox: Sandbox, node_id: str, token_path: str = TOKEN_PATH) -> str:
+    """Run a Ray task on the node with this id (a driver on the head, as the Ray user); the hostname it ran on."""
+    proc = subprocess.run(
+        ["podman", "exec", "-i", sandbox.container("head"), "sh", "-c",
+         "cat > /tmp/rayfleet-task.py && cd /tmp && sudo -u rayfleet env RAY_AUTH_MODE=token "
+         f"RAY_AUTH_TOKEN_PATH={token_path} {VENV}/bin/python /tmp/rayfleet-task.py {node_id}"],
+        input=_TASK, capture_output=True, text=True, check=False, timeout=180, env=podman_env())
+    return proc.stdout.strip() or proc.stderr.strip()[-2000:]

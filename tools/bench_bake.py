@@ -24,7 +24,6 @@ Example: tools/bench_bake.py --workers 2 --boots 3
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import statistics
 import sys
@@ -34,15 +33,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bakeflow import (
-    TOKEN_PATH,
-    VENV,
     alive_nodes,
     bake,
     exec_on,
+    host_state,
     installed_in_image,
     installed_on,
     package_changes,
     remove_image,
+    task_on,
     wait_alive,
 )
 from bench_converge import BenchError, publish, run_site
@@ -84,16 +83,6 @@ def image_bytes(image: str) -> int | None:
     return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
 
 
-# What a join must leave as it is on the hosts already there: their rayfleet, SSH and firewall files and the ruleset
-STATE = ("{ find /etc/rayfleet /etc/ssh /etc/nftables* -type f 2>/dev/null | sort | xargs -r sha256sum; "
-         "nft list ruleset 2>/dev/null | sha256sum; } | sha256sum")
-TASK = ("import ray, socket, sys\n"
-        "from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On\n"
-        "ray.init(address='auto', logging_level='ERROR', log_to_driver=False)\n"
-        "f = ray.remote(num_cpus=0)(lambda: socket.gethostname())\n"
-        "print(ray.get(f.options(scheduling_strategy=On(sys.argv[1], soft=False)).remote(), timeout=60))\n")
-
-
 def join(sb: Sandbox, workers: int, image: str, network: list[str]) -> dict:
     """One host booted from the image into the running cluster (network membership): seconds to admitted and
     alive, and to a task run on it; what its admission record says of its link; whether anything changed on the
@@ -101,7 +90,7 @@ def join(sb: Sandbox, workers: int, image: str, network: list[str]) -> dict:
     hosts = sb.hosts()
     names = [h["host"].removeprefix(f"{sb.name}-") for h in hosts]
     head_ip = hosts[0]["address"]
-    before = {n: exec_on(sb, n, STATE) for n in names}
+    before = {n: host_state(sb, n) for n in names}
     ids = alive_nodes(sb, head_ip)
     start = time.monotonic()
     joined = sb.up(workers + 1, image=image, launch=True)
@@ -109,16 +98,13 @@ def join(sb: Sandbox, workers: int, image: str, network: list[str]) -> dict:
     new_name = new["host"].removeprefix(f"{sb.name}-")
     nodes = wait_alive(sb, head_ip, len(hosts) + 1, timeout=180, admitted=True)
     alive = time.monotonic() - start
-    script = base64.b64encode(TASK.encode()).decode()
-    ran = exec_on(sb, "head", f"echo {script} | base64 -d > /tmp/rayfleet-bench-task.py && cd /tmp && sudo -u rayfleet "
-                              f"env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python "
-                              f"/tmp/rayfleet-bench-task.py {nodes[new['address']]}")
+    ran = task_on(sb, nodes[new["address"]])
     task = time.monotonic() - start
-    if ran.strip() != new["container"]:  # the host's hostname
-        raise BenchError(f"the task placed on {new['container']} ran on {ran.strip()!r}")
+    if ran != new["container"]:  # the host's hostname
+        raise BenchError(f"the task placed on {new['container']} ran on {ran!r}")
     record = json.loads(exec_on(sb, new_name, "cat /tmp/ray/rayfleet-admission.json"))
     link = next((c for c in record["checks"] if c["name"] == "link"), {})
-    after = {n: exec_on(sb, n, STATE) for n in names}
+    after = {n: host_state(sb, n) for n in names}
     kept = {ip: nodes.get(ip) for ip in ids}
     return {"alive_s": alive, "task_s": task, "link_state": link.get("state"), "link_reason": link.get("reason"),
             "link": record.get("link") or {}, "others_changed": sorted(n for n in names if before[n] != after[n]),

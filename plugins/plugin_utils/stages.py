@@ -50,8 +50,11 @@ class Stage:
     # HEAD, the host's own groups and the hosts of group ray_head (who holds the cluster key, which host is the
     # head, the default monitoring host: a worker that joins or leaves changes neither on the other hosts);
     # MEMBERS, the contract groups whole and the plan's cluster section whole (a stage that reads other hosts'
-    # variables, as the NFS server's plan reads every cluster's); None: nothing
+    # variables, as the submit hosts' plan does); None: nothing
     cluster_inputs: str | None = None
+    # what it reads of the cluster plan, declared (plan_inputs' keys), in place of what its code's text suggests: for a
+    # stage whose plugin reads the plan in Python, where the text names the plan whole
+    plan_reads: tuple[str, ...] | None = None
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
     # the tags of its play's tasks (--tags naming one of them runs some of the stage)
@@ -64,7 +67,8 @@ STAGES = (
     Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
     Stage("firewall", ("firewall",), cluster_inputs=HEAD, tags=("firewall", "security")),
     Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust")),
-    Stage("nfs_server", ("nfs_server",), cluster_inputs=MEMBERS, groups=("nfs_server",),
+    # the exports' clients are the plan's sources: every member's address, or the networks (network membership)
+    Stage("nfs_server", ("nfs_server",), cluster_inputs=HEAD, plan_reads=("cluster.sources",), groups=("nfs_server",),
           tags=("storage", "nfs_server")),
     Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
     Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
@@ -593,7 +597,8 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
             # the host's contract groups only: an inventory's own groups (a rack, a zone) decide no stage
             inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
                                  "own_groups": sorted(set(own_groups or ()) & set(CONTRACT_GROUPS))}
-        planned = plan_inputs(plan, reads[item.name][2], own_plan) if reads is not None else None
+        keys = item.plan_reads if item.plan_reads is not None else reads[item.name][2] if reads is not None else None
+        planned = plan_inputs(plan, keys, own_plan) if keys is not None else None
         if planned is not None:
             inputs["plan"] = planned
         out[item.name] = digest(inputs)

@@ -4,7 +4,8 @@
 a bare builder host -> bake (same roles as site.yml, image_cleanup and its hygiene checks, podman commit) ->
 three hosts booted from the image start Ray by themselves from their launch file -> site.yml on them installs no
 package (but the NFS server's, which no node image holds), leaves Ray untouched and skips the base stage (recorded for
-the image).
+the image) -> with network membership, one more host booted from the image proves itself (its link pair-tested
+against the proved nodes before its Ray starts), takes a task and changes nothing on the hosts already there.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from bakeflow import (
     bake,
     changed_tasks,
     exec_on,
+    host_state,
     installed_in_image,
     installed_on,
     package_changes,
     playbook,
     remove_image,
+    task_on,
     wait_alive,
 )
 
@@ -198,3 +201,31 @@ def test_site_yml_on_the_image_installs_only_the_nfs_server_and_keeps_ray(cluste
         assert image == ["common.json"], (host, records)
         assert "common.json" not in cluster and {"ray.json", "firewall.json", "ssh_trust.json"} <= set(cluster), (
             host, records)
+
+
+def test_a_host_booted_into_the_running_cluster_is_pair_tested_gets_a_task_and_changes_no_other_host(cluster):
+    """The autoscaler's or a spot replacement's path: the cluster has network membership; one more host boots from
+    the image with its launch file, proves itself (its link pair-tested against the proved nodes before its Ray
+    starts) and takes a task, while nothing changes on the hosts already there."""
+    sb, head_ip, addresses = cluster
+    network = json.dumps({"ray_membership": "network", "ray_cluster_networks": [str(sb.subnet())]})
+    proc = playbook(sb, "site.yml", "-e", network)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    old = ["head", "worker1", "worker2"]
+    before = {h: host_state(sb, h) for h in old}
+    ids = wait_alive(sb, head_ip, 3, timeout=120)
+    try:
+        hosts = sb.up(3, image=IMAGE, launch=True)
+        new = next(h for h in hosts if h["host"].endswith("-worker3"))
+        nodes = wait_alive(sb, head_ip, 4, timeout=180, admitted=True)
+        record = json.loads(exec_on(sb, "worker3", f"cat {ADMISSION_RECORD}"))
+        link = next(c for c in record["checks"] if c["name"] == "link")
+        figures = record["link"]
+        assert record["ok"] is True and link["state"] == "ok", record
+        assert figures["peer"] in addresses and figures["reference_pair"], figures
+        assert set(figures["reference_pair"]) <= set(addresses) and figures["busbw_gbps"] >= figures["floor_gbps"] > 0
+        assert task_on(sb, nodes[new["address"]]) == new["container"]  # the hostname the task ran on
+        assert {h: host_state(sb, h) for h in old} == before, "a host that was there changed"
+        assert {ip: nodes.get(ip) for ip in ids} == ids, "a Ray node that was there restarted"
+    finally:
+        sb.remove("worker3")

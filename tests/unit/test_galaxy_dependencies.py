@@ -244,9 +244,8 @@ def test_the_scan_sees_the_content(checkout_refs):
     assert any(rel.startswith("plugins/") and name.startswith("rayfleet.cluster.plugins.") for rel, name in found)
 
 
-def test_every_dependency_is_installed_at_a_satisfying_version():
-    from ansible.galaxy.dependency_resolution.versioning import meets_requirements
-
+def installed_collections():
+    """name -> version of the collections ansible-galaxy finds (the first of each name, as Ansible loads it)."""
     galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
     out = subprocess.run([galaxy, "collection", "list", "--format", "json"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
@@ -254,6 +253,13 @@ def test_every_dependency_is_installed_at_a_satisfying_version():
     for collections in json.loads(out).values():
         for name, info in collections.items():
             installed.setdefault(name, info["version"])
+    return installed
+
+
+def test_every_dependency_is_installed_at_a_satisfying_version():
+    from ansible.galaxy.dependency_resolution.versioning import meets_requirements
+
+    installed = installed_collections()
     wrong = {name: (spec, installed.get(name)) for name, spec in declared(ROOT).items()
              if name not in installed or not meets_requirements(installed[name], spec)}
     assert not wrong, f"galaxy.yml dependency -> (declared, installed): {wrong}"
@@ -325,13 +331,7 @@ def test_requirements_yml_pins_every_dependency_at_the_version_the_tests_run_wit
     more, each at the version installed here - the one the tests run - which satisfies galaxy.yml's floor."""
     from ansible.galaxy.dependency_resolution.versioning import meets_requirements
 
-    galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
-    out = subprocess.run([galaxy, "collection", "list", "--format", "json"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    installed = {}
-    for collections in json.loads(out).values():
-        for name, info in collections.items():
-            installed.setdefault(name, info["version"])
+    installed = installed_collections()
     pinned = {c["name"]: c["version"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}
     floors = declared(ROOT)
     assert set(pinned) == set(floors)

@@ -982,12 +982,12 @@ def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of
             return {"ray_node_ip": ips[name], "ansible_facts": {"ssh_host_key_ed25519_public": "AAAA-" + name}}
 
         networks = variables.get("ray_cluster_networks")
-        groups = {"ray_head": ["h"], "ray_worker": list(workers), "gpu": list(workers)}
+        groups = {"ray_head": ["h"], "ray_worker": list(workers), "gpu": list(workers), "nfs_server": ["h"]}
         hostvars = _HostVars()
         for name in ["h", *workers]:
             role = "head" if name == "h" else "worker"
             plan = _plan(name, role, ips[name], variables, hostvars_of, workers, networks)
-            hostvars[name] = {"group_names": ["ray_head"] if name == "h" else ["ray_worker", "gpu"],
+            hostvars[name] = {"group_names": ["ray_head", "nfs_server"] if name == "h" else ["ray_worker", "gpu"],
                               "__ray_plan_result": plan, **variables}
         return stages.host_inputs(hostvars, host, groups)
 
@@ -999,7 +999,7 @@ def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of
         assert {name for name in before if before[name] != left[name]} == set(), host
         static = inputs(host, ["w1", "w2"], {})
         static_joined = inputs(host, ["w1", "w2", "w3"], {})
-        assert {"firewall", "ssh_trust", "monitoring"} <= {
+        assert {"firewall", "ssh_trust", "monitoring"} | ({"nfs_server"} if host == "h" else set()) <= {
             name for name in static if static[name] != static_joined[name]}, host
 
 
