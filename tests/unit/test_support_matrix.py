@@ -6,9 +6,10 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import support_matrix
+
+ROOT = support_matrix.ROOT
 
 
 def test_the_support_matrix_is_current():
