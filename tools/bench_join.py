@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise BenchError(f"the run after join {i + 1} changed something: {changed}\n{out[-3000:]}")
             nexts.append(took)
             print(f"  remove it again {i + 1}/{args.joins} ...", flush=True)
-            sb.remove(new["host"])
+            sb.remove(new["host"].removeprefix(f"{sb.name}-"))  # the sandbox's name for it: worker<N>
+            if any(h["address"] == new["address"] for h in sb.hosts()):
+                raise BenchError(f"leave {i + 1}: {new['host']} is still running")
             took, changed, _roles, out, _cpu = run_site(sb, *network)
             # the removed node stays ALIVE in the GCS until its heartbeats time out: the old nodes are compared
             after = alive_nodes(sb, head)
