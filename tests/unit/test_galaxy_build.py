@@ -19,8 +19,8 @@ def test_the_tarball_holds_the_collection_and_not_the_development_tree(tmp_path)
     (tarball,) = tmp_path.glob("rayfleet-cluster-*.tar.gz")
     with tarfile.open(tarball) as tar:
         names = [m.name + ("/" if m.isdir() else "") for m in tar.getmembers()]
-    assert not [n for n in names if n.startswith(DEVELOPMENT) or n in ("Makefile", "requirements-dev.txt",
-                                                                        "ansible.cfg")]
+    development = [n for n in names if n.startswith(DEVELOPMENT)]
+    assert not development and not {"Makefile", "requirements-dev.txt", "ansible.cfg"} & set(names), development
     for wanted in ("site.yml", "requirements.yml", "README.md", "CHANGELOG.md", "meta/runtime.yml",
                    "roles/ray/tasks/main.yml", "plugins/modules/ray_node.py", "library_py/rayfleet/admission.py",
                    "playbooks/preflight.yml", "inventories/example/hosts.yml", "docs/admission.md",
