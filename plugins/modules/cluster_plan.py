@@ -99,6 +99,14 @@ options:
     description: Seconds the run waits for Ray's nodes, a whole number of at least 1.
     type: raw
     default: 180
+  ray_restart_running_jobs:
+    description: Whether a restart of Ray may end running jobs, true or false.
+    type: raw
+    default: false
+  ray_restart_wait_s:
+    description: Seconds a restart waits for running jobs to end, a whole number of at least 0.
+    type: raw
+    default: 0
   ray_limit_nofile:
     description: The open-files limit of the node's unit (C(LimitNOFILE)), a whole number from 1 to the kernel's
       ceiling, 1073741816.

@@ -163,6 +163,36 @@ options:
     type: str
     default: auto
     choices: [auto, systemd, none]
+  restart_reasons:
+    description:
+      - Why this node must restart although its settings are unchanged (a new Ray or rayfleet library in its venv,
+        a new unit or token file), in words; each one restarts a running node.
+      - A restart refused for running work (O(running_work)) is kept on the node, in a file beside O(config_path),
+        and done by the next run that may restart it.
+    type: list
+    elements: str
+    default: []
+  running_work:
+    description:
+      - What a restart does when it would end running work (C(rayfleet.work), read from Ray's GCS) - on the head
+        every live job and actor of the cluster, on a worker the drivers, actors and tasks placed on it.
+      - V(refuse) fails before anything on the node changes, naming the work.
+      - V(wait) waits up to O(running_work_timeout) seconds for it to end, then refuses.
+      - V(restart) restarts anyway and returns what ended as RV(lost_work), with a warning.
+      - A node Ray does not list alive, or a GCS that does not answer, has no work to lose; a warning says so.
+    type: str
+    default: refuse
+    choices: [refuse, wait, restart]
+  running_work_timeout:
+    description: Seconds O(running_work=wait) waits for the running work to end.
+    type: int
+    default: 600
+  hold_restart:
+    description:
+      - Why this node must not restart now (the ray role: the cluster's head failed or refused in this run). A restart
+        it would do fails with this reason before anything on the node changes, and is kept like one refused for
+        running work; a node that needs no restart goes on.
+    type: str
   wait:
     description: Wait until this node is registered alive with the expected resources.
     type: bool
@@ -228,9 +258,19 @@ action:
   sample: restarted
   choices: [none, started, restarted, stopped]
 restart_reason:
-  description: Why a worker with unchanged settings was restarted (its unit ran, but Ray did not list it alive).
+  description:
+    - Why a node with unchanged settings was restarted (O(restart_reasons), a restart kept from an earlier run, or
+      a worker whose unit ran but that Ray did not list alive).
   returned: when such a restart happened
   type: str
+running_work:
+  description: The work a restart would end (jobs, actors, held resources, a summary), as C(rayfleet.work) read it.
+  returned: when the node was to restart
+  type: dict
+lost_work:
+  description: The work the restart ended (O(running_work=restart)).
+  returned: when a restart ended running work
+  type: dict
 settings_changed:
   description: Whether the effective settings (the settings file) changed.
   returned: always
@@ -297,6 +337,7 @@ try:
     from rayfleet.cluster import gcs_fetcher, get_state, lacking_resources
     from rayfleet.errors import RayfleetError, SettingsError
     from rayfleet.raynode import RayNodeSettings, resolve, settings_diff, split_address
+    from rayfleet.work import Work, read_work, wait_idle
 except ImportError:
     pass  # reported by require_rayfleet()
 
@@ -332,6 +373,10 @@ def build_module():
             config_path=dict(type="path"),
             service=dict(type="str"),
             service_manager=dict(type="str", default="auto", choices=["auto", "systemd", "none"]),
+            restart_reasons=dict(type="list", elements="str", default=[]),
+            running_work=dict(type="str", default="refuse", choices=["refuse", "wait", "restart"]),
+            running_work_timeout=dict(type="int", default=600),
+            hold_restart=dict(type="str"),
             wait=dict(type="bool", default=True),
             wait_timeout=dict(type="int", default=120),
         ),
@@ -463,6 +508,58 @@ def registered_within(settings, seconds):
         time.sleep(1)
 
 
+def pending_path(config_path):
+    return config_path + ".restart-pending"
+
+
+def read_pending(config_path):
+    """The reasons of a restart an earlier run refused for running work ([] when none is kept)."""
+    try:
+        with open(pending_path(config_path)) as f:
+            reasons = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [str(r) for r in reasons] if isinstance(reasons, list) else []
+
+
+def running_work(module, settings):
+    """What restarting this node would end: the cluster's work for the head, the node's own for a worker."""
+    p = module.params
+
+    def read():
+        try:
+            return read_work(settings.gcs_address, "" if settings.role == "head" else settings.node_ip,
+                             settings.node_name, timeout=10)
+        except RayfleetError as exc:
+            module.warn("could not read the running work before restarting Ray on %s: %s" % (
+                settings.node_ip, to_native(exc)))
+            return Work(node_ip=settings.node_ip)
+
+    work = read()
+    if work and p["running_work"] == "wait" and not module.check_mode:
+        work = wait_idle(read, p["running_work_timeout"])
+    return work
+
+
+def keep_pending(module, config_path, pending):
+    """Keep the restart the caller asked for (its reasons) beside the settings file, for the next run."""
+    if module.params["restart_reasons"]:
+        write_settings_file(module, pending_path(config_path),
+                            json.dumps(sorted(set(module.params["restart_reasons"]) | set(pending))) + "\n")
+
+
+def refuse(module, settings, why, work, waited):
+    scope = "the cluster (a head restart ends every job)" if settings.role == "head" else "this node"
+    module.fail_json(
+        msg="ray_node (%s) on %s: not restarting Ray (%s): it would end running work on %s: %s.%s Nothing on this "
+            "node was changed. Let the work finish and run again, wait for it (running_work=wait; the ray role's "
+            "ray_restart_wait_s), or restart anyway and lose it (running_work=restart; the ray role's "
+            "ray_restart_running_jobs=true)." % (
+                settings.role, settings.node_ip, "; ".join(why), scope, work.describe(),
+                (" It was still running after %d s." % module.params["running_work_timeout"]) if waited else ""),
+        running_work=work.to_dict(), refused=True)
+
+
 def current_node_id(settings):
     try:
         node = get_state(gcs_fetcher(settings.gcs_address, timeout=5)).alive_node(settings.node_ip, settings.node_name)
@@ -534,10 +631,15 @@ def main():
 
     service = Systemd(module) if use_systemd else NoSystemdService(module, settings)
     active = service.is_active(unit)
+    pending = read_pending(config_path)
+    reasons = list(p["restart_reasons"]) + ["kept from an earlier run: %s" % r for r in pending
+                                            if r not in p["restart_reasons"]]
     if not active:
         action = "started"
-    elif p["state"] == "restarted" or restart_changes:
+    elif p["state"] == "restarted" or restart_changes or reasons:
         action = "restarted"
+        if reasons and not restart_changes:
+            result["restart_reason"] = "; ".join(reasons)
     else:
         action = "none"
     # A worker whose unit runs but whose raylet is gone (it exited after a drain, say) is not listed alive by Ray:
@@ -550,6 +652,26 @@ def main():
     result["action"] = action
     result["changed"] = bool(changes) or action != "none"
 
+    # A restart would end what runs: on the head the whole cluster's jobs, on a worker its own drivers, actors and
+    # tasks. Refused (or waited for) before anything on the node changes, unless the caller accepts the loss.
+    work = Work(node_ip=settings.node_ip)
+    if action == "restarted":
+        why = (["state=restarted"] if p["state"] == "restarted" else []) + [
+            "%s changed" % key for key in restart_changes] + reasons
+        if p["hold_restart"] and not module.check_mode:
+            keep_pending(module, config_path, pending)
+            module.fail_json(msg="ray_node (%s) on %s: not restarting Ray (%s) now: %s. Nothing on this node was "
+                                 "changed." % (role, settings.node_ip, "; ".join(why), p["hold_restart"]),
+                             refused=True)
+        work = running_work(module, settings)
+        if work:
+            result["running_work"] = work.to_dict()
+            if module.check_mode:
+                module.warn("restarting Ray on %s would end running work: %s" % (settings.node_ip, work.describe()))
+            elif p["running_work"] != "restart":
+                keep_pending(module, config_path, pending)
+                refuse(module, settings, why, work, waited=p["running_work"] == "wait")
+
     if module.check_mode:
         module.exit_json(**result)
 
@@ -559,8 +681,13 @@ def main():
     started = time.time()
     if action == "restarted":
         service.action("restart", unit)
+        if work:
+            result["lost_work"] = work.to_dict()
+            module.warn("restarting Ray on %s ended running work: %s" % (settings.node_ip, work.describe()))
     elif action == "started":
         service.action("start", unit)
+    if pending and action in ("restarted", "started"):
+        os.unlink(pending_path(config_path))
 
     if p["wait"]:
         try:

@@ -351,6 +351,8 @@ SETTING_DEFAULTS = {
     "ray_restart_sec": 5,
     "ray_gcs_reconnect_timeout_s": 30,
     "ray_wait_timeout": 180,
+    "ray_restart_running_jobs": False,
+    "ray_restart_wait_s": 0,
     "ray_limit_nofile": 65536,
     "ray_resources": {},
     "ray_preemption_provider": "aws",
@@ -435,6 +437,11 @@ def _service_problems(v, role):
                       ("ray_wait_timeout", "whole seconds this run waits for Ray's nodes, at least 1")):
         if _whole(v.get(var), 1) is None:
             out.append((var, what))
+    if boolean(v.get("ray_restart_running_jobs")) is None:
+        out.append(("ray_restart_running_jobs", "true (a restart may end running jobs) or false"))
+    if _whole(v.get("ray_restart_wait_s")) is None:
+        out.append(("ray_restart_wait_s", "whole seconds a restart waits for running jobs to end, at least 0 (0: it "
+                    "does not wait)"))
     limit = _whole(v.get("ray_limit_nofile"), 1)
     if limit is None or limit > NOFILE_MAX:
         out.append(("ray_limit_nofile", "open files of the node's unit (LimitNOFILE), a whole number 1-%d (the "

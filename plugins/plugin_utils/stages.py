@@ -625,7 +625,7 @@ UNRECORDED_ACTIONS = frozenset({
     "gather_facts", "uri",
     "wait_for", "fetch", "command", "shell", "script", "tempfile", "reboot", "unarchive", "archive", "git",
     "gpu_hardware_info", "gpu_check", "ray_job", "ray_cluster_info", "collective_check", "storage_check", "nccl_plan",
-    "ray_host_clusters", "ray_probe", "storage_precheck", "reach_policy", "preflight_verdict",
+    "ray_host_clusters", "ray_probe", "ray_work", "storage_precheck", "reach_policy", "preflight_verdict",
     "cluster_plan", "firewall_plan", "storage_plan", "nfs_server_plan", "monitoring_plan", "checkpoint_store_plan",
     "submit_host_plan", "ssh_trust_plan", "pytorch_plan", "apex_plan", "settings_check", "nvidia_driver_plan",
     "cuda_plan", "rocm_plan", "stage_gate", "stage_record", "drift_check",

@@ -66,6 +66,7 @@ def said(var, value, expected) -> str:
     worker(ray_auth_mode="disabled", ray_auth_token_path=""),
     worker(ray_cluster_name="teamb-2", ray_stop_drain_s=0, ray_liveness_check_interval_s="1"),
     worker(ray_cluster_name="a" * 31),
+    worker(ray_restart_running_jobs="true", ray_restart_wait_s="600"),
     worker(ray_preemption_provider="gcp", ray_preemption_metadata_url="http://metadata.google.internal",
            ray_preemption_interval_s="10"),
     worker(ray_preemption_metadata_url="http://169.254.169.254/"),
@@ -132,6 +133,10 @@ def test_controller_paths_are_looked_up_there():
     ({"ray_stop_drain_s": -1}, "ray_stop_drain_s", "whole seconds, at least 0."),
     ({"ray_stop_drain_s": "20s"}, "ray_stop_drain_s", "whole seconds, at least 0."),
     ({"ray_stop_drain_s": True}, "ray_stop_drain_s", "whole seconds, at least 0."),
+    ({"ray_restart_running_jobs": "maybe"}, "ray_restart_running_jobs",
+     "true (a restart may end running jobs) or false."),
+    ({"ray_restart_wait_s": -5}, "ray_restart_wait_s", "whole seconds a restart waits for running jobs to end, at "
+     "least 0 (0: it does not wait)."),
     ({"ray_liveness_check_interval_s": 0}, "ray_liveness_check_interval_s", "whole seconds, at least 1."),
     ({"ray_liveness_check_interval_s": 1.5}, "ray_liveness_check_interval_s", "whole seconds, at least 1."),
     ({"ray_preemption_provider": "azure"}, "ray_preemption_provider", "aws or gcp."),

@@ -6,6 +6,7 @@ import json
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.modules import ray_node
 from conftest import run_module as run
+from rayfleet.work import Job, Work
 
 
 class FakeSystemd:
@@ -47,6 +48,26 @@ class FakeCluster:
         return fetch
 
 
+class FakeWork:
+    """The running work rayfleet.work reads: each read takes the next of ``readings`` (the last one repeats; none:
+    idle), and records the scope it was asked for."""
+
+    readings: list = []
+    calls: list = []
+    warnings: list = []
+
+    @classmethod
+    def read(cls, address, node_ip="", node_name=None, timeout=10, auth_token_path=None):
+        cls.calls.append((address, node_ip))
+        if not cls.readings:
+            return Work(node_ip=node_ip)
+        return cls.readings.pop(0) if len(cls.readings) > 1 else cls.readings[0]
+
+
+TRAINING = Work(jobs=[Job(job_id="02000000", submission_id="train-7", entrypoint="python train.py",
+                          driver_ip="10.0.0.10")])
+
+
 @pytest.fixture
 def node_env(tmp_path, monkeypatch):
     ray_bin = tmp_path / "ray"
@@ -58,6 +79,9 @@ def node_env(tmp_path, monkeypatch):
     monkeypatch.setattr(ray_node, "systemd_is_init", lambda: True)
     monkeypatch.setattr(ray_node, "gcs_fetcher", FakeCluster.fetcher)
     monkeypatch.setattr(ray_node.time, "sleep", lambda s: None)
+    FakeWork.readings, FakeWork.calls, FakeWork.warnings = [], [], []
+    monkeypatch.setattr(ray_node, "read_work", FakeWork.read)
+    monkeypatch.setattr(ray_node.AnsibleModule, "warn", lambda self, text: FakeWork.warnings.append(text))
     base = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray_bin), "num_cpus": 2,
             "config_path": str(tmp_path / "ray-head.json"), "wait_timeout": 5}
     return base, tmp_path / "ray-head.json"
@@ -256,3 +280,82 @@ def test_a_node_refused_at_admission_fails_at_once_with_the_reasons(node_env, tm
     admission.write_record(tmp_path / "raytmp" / admission.RECORD_NAME, record)
     out = run(ray_node, args)
     assert not out.failed, out.result
+
+
+def test_a_restart_that_would_end_running_jobs_is_refused_before_anything_changes(node_env):
+    """On the head a restart ends the cluster's jobs: the module reads them (the cluster's scope), fails naming them
+    and leaves the settings file and the running node as they were."""
+    args, config = node_env
+    run(ray_node, args)
+    before = config.read_text()
+    FakeWork.readings = [TRAINING]
+    out = run(ray_node, {**args, "num_cpus": 4})
+    assert out.failed
+    assert out.result["msg"].startswith(
+        "ray_node (head) on 10.0.0.10: not restarting Ray (num_cpus changed): it would end running work on the "
+        "cluster (a head restart ends every job): job train-7 ('python train.py' on 10.0.0.10).")
+    assert "ray_restart_running_jobs=true" in out.result["msg"] and "ray_restart_wait_s" in out.result["msg"]
+    assert out.result["running_work"]["jobs"][0]["submission_id"] == "train-7"
+    assert FakeSystemd.actions == [("start", "ray-head.service")] and config.read_text() == before
+    assert FakeWork.calls == [("10.0.0.10:6379", "")]
+
+
+def test_a_refused_restart_for_a_new_ray_is_kept_and_done_by_the_next_run(node_env, tmp_path):
+    """A restart the role asks for (a new Ray in the venv: nothing in the settings file shows it) refused for running
+    work is kept beside the settings file; a later run with nothing new to say restarts the node then."""
+    args, _config = node_env
+    run(ray_node, args)
+    FakeWork.readings = [TRAINING]
+    out = run(ray_node, {**args, "restart_reasons": ["Ray 2.61.0 installed in its venv"]})
+    assert out.failed and "not restarting Ray (Ray 2.61.0 installed in its venv)" in out.result["msg"]
+    pending = tmp_path / "ray-head.json.restart-pending"
+    assert json.loads(pending.read_text()) == ["Ray 2.61.0 installed in its venv"]
+    FakeWork.readings = []
+    out = run(ray_node, args)
+    assert not out.failed, out.result
+    assert out.result["action"] == "restarted"
+    assert out.result["restart_reason"] == "kept from an earlier run: Ray 2.61.0 installed in its venv"
+    assert not pending.exists() and FakeSystemd.actions[-1] == ("restart", "ray-head.service")
+    assert not run(ray_node, args).result["changed"]
+
+
+def test_running_work_restart_restarts_and_reports_what_ended(node_env):
+    args, _config = node_env
+    run(ray_node, args)
+    FakeWork.readings, FakeCluster.cpus = [TRAINING], 4.0
+    out = run(ray_node, {**args, "num_cpus": 4, "running_work": "restart"})
+    assert not out.failed, out.result
+    assert out.result["action"] == "restarted" and out.result["lost_work"]["jobs"][0]["job_id"] == "02000000"
+    assert FakeWork.warnings == ["restarting Ray on 10.0.0.10 ended running work: job train-7 ('python train.py' on "
+                                 "10.0.0.10)"]
+
+
+def test_running_work_wait_restarts_once_the_work_ended_and_refuses_after_the_timeout(node_env, monkeypatch):
+    args, _config = node_env
+    run(ray_node, args)
+    FakeWork.readings, FakeCluster.cpus = [TRAINING, TRAINING, Work(node_ip="10.0.0.10")], 4.0
+    out = run(ray_node, {**args, "num_cpus": 4, "running_work": "wait", "running_work_timeout": 600})
+    assert not out.failed, out.result
+    assert out.result["action"] == "restarted" and "lost_work" not in out.result and len(FakeWork.calls) == 3
+
+    clock = iter(range(0, 100_000, 100))
+    monkeypatch.setattr("rayfleet.work.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rayfleet.work.time.sleep", lambda s: None)
+    FakeWork.readings = [TRAINING]
+    out = run(ray_node, {**args, "num_cpus": 8, "running_work": "wait", "running_work_timeout": 300})
+    assert out.failed and "It was still running after 300 s." in out.result["msg"]
+
+
+def test_a_worker_reads_only_its_own_node_and_check_mode_warns(node_env, tmp_path, monkeypatch):
+    args = _worker(tmp_path, monkeypatch, lambda: True)
+    assert not run(ray_node, args).failed
+    FakeWork.calls.clear()
+    FakeWork.readings = [Work(node_ip="10.0.0.11", held={"CPU": 2.0})]
+    out = run(ray_node, {**args, "state": "restarted"}, check_mode=True)
+    assert not out.failed and out.result["action"] == "restarted"
+    assert FakeWork.calls == [("10.0.0.10:6379", "10.0.0.11")]
+    assert FakeWork.warnings == ["restarting Ray on 10.0.0.11 would end running work: tasks holding 2 CPU on "
+                                 "10.0.0.11"]
+    out = run(ray_node, {**args, "state": "restarted"})
+    assert out.failed and "not restarting Ray (state=restarted): it would end running work on this node" in out.result[
+        "msg"]
