@@ -81,8 +81,8 @@ class Work:
     def describe(self) -> str:
         parts = [j.label() for j in self.jobs] + [a.label() for a in self.actors]
         if self.held:
-            parts.append("tasks holding " + ", ".join(f"{v:g} {k}" for k, v in sorted(self.held.items()))
-                         + f" on {self.node_ip}")
+            where = "" if any(" on " in k for k in self.held) else f" on {self.node_ip}"
+            parts.append("tasks holding " + ", ".join(f"{v:g} {k}" for k, v in sorted(self.held.items())) + where)
         return "; ".join(parts) if parts else "nothing"
 
     def to_dict(self) -> dict[str, Any]:
@@ -177,6 +177,35 @@ def read_work(address: str, node_ip: str = "", node_name: str | None = None, tim
     except Exception as exc:  # Ray raises its own RpcError, TimeoutError, ConnectionError
         raise RayfleetError(f"the GCS at {address} did not answer: {exc}") from exc
     return Work(node_ip=node_ip, jobs=jobs, actors=live_actors(actor_infos, node_id), held=held)
+
+
+def settings_work(paths: Iterable[str], timeout: int = 10) -> list[Work]:
+    """The work of the Ray nodes whose settings files (``/etc/rayfleet/ray-<role>.json``, the ray_node module's) are
+    given: for a head the cluster's, for a worker its own node's - what a reboot of their host would end. Files that
+    are not a node's settings are passed over."""
+    from rayfleet.raynode import RayNodeSettings
+
+    found = []
+    for path in sorted(paths):
+        try:
+            with open(path) as f:
+                settings = RayNodeSettings.from_mapping(json.load(f))
+        except (OSError, ValueError, TypeError, RayfleetError):
+            continue
+        found.append(read_work(settings.gcs_address, "" if settings.role == "head" else settings.node_ip,
+                               settings.node_name, timeout=timeout, auth_token_path=settings.auth_token_path))
+    return found
+
+
+def merged(works: Iterable[Work]) -> Work:
+    """One Work of several nodes' (a host's): their jobs and actors, each once, and the resources held on each."""
+    works = list(works)
+    jobs = {j.job_id: j for w in works for j in w.jobs}
+    actors = {a.actor_id: a for w in works for a in w.actors}
+    held = {f"{k} on {w.node_ip}" if len(works) > 1 else k: v for w in works for k, v in w.held.items()}
+    return Work(node_ip=",".join(sorted({w.node_ip for w in works if w.node_ip})),
+                jobs=sorted(jobs.values(), key=lambda j: j.job_id),
+                actors=sorted(actors.values(), key=lambda a: a.actor_id), held=held)
 
 
 def wait_idle(read: Callable[[], Work], timeout: float, interval: float = 5.0,

@@ -20,9 +20,15 @@ description:
   - A GCS that does not answer has no work to report; a warning says so.
 options:
   gcs_address:
-    description: The cluster's GCS, C(host:port).
+    description: The cluster's GCS, C(host:port). One of O(gcs_address) and O(settings) is required.
     type: str
-    required: true
+  settings:
+    description:
+      - Instead of O(gcs_address), the settings files of this host's Ray nodes (the M(rayfleet.cluster.ray_node)
+        module's, shell patterns such as C(/etc/rayfleet/ray*.json)): the work a reboot of this host would end, for
+        a head node the cluster's, for a worker its own node's. Files that are not a node's settings are passed over.
+    type: list
+    elements: str
   node_ip:
     description: Only the work of the node with this IP (a worker's restart). Omit for the whole cluster's.
     type: str
@@ -70,6 +76,14 @@ EXAMPLES = r"""
     ansible_python_interpreter: /opt/rayfleet/venv/bin/python
   register: work
 
+- name: Stop before a reboot would end the work of this host's Ray nodes
+  rayfleet.cluster.ray_work:
+    settings: [/etc/rayfleet/ray*.json]
+    running_work: refuse
+    reason: the reboot
+  vars:
+    ansible_python_interpreter: /opt/rayfleet/venv/bin/python
+
 - name: Stop unless this worker is idle
   rayfleet.cluster.ray_work:
     gcs_address: 10.0.0.10:6379
@@ -106,13 +120,15 @@ summary:
   sample: "job train-42 ('python train.py' on 10.0.0.10); actor Trainer of job 02000000 on 10.0.0.11"
 """
 
+import glob
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.rayfleet.cluster.plugins.module_utils.rayfleet_common import require_rayfleet
 
 try:
     from rayfleet.errors import RayfleetError
-    from rayfleet.work import Work, read_work, wait_idle
+    from rayfleet.work import Work, merged, read_work, settings_work, wait_idle
 except ImportError:
     pass  # reported by require_rayfleet()
 
@@ -120,7 +136,8 @@ except ImportError:
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            gcs_address=dict(type="str", required=True),
+            gcs_address=dict(type="str"),
+            settings=dict(type="list", elements="str"),
             node_ip=dict(type="str", default=""),
             node_name=dict(type="str"),
             auth_token_path=dict(type="path", no_log=False),
@@ -129,6 +146,8 @@ def main():
             reason=dict(type="str", default="a restart of Ray"),
             hint=dict(type="str", default=""),
         ),
+        required_one_of=[("gcs_address", "settings")],
+        mutually_exclusive=[("gcs_address", "settings")],
         supports_check_mode=True,
     )
     require_rayfleet(module)
@@ -136,6 +155,8 @@ def main():
 
     def read():
         try:
+            if p["settings"]:
+                return merged(settings_work(path for pattern in p["settings"] for path in glob.glob(pattern)))
             return read_work(p["gcs_address"], p["node_ip"] or "", p["node_name"], timeout=10,
                              auth_token_path=p["auth_token_path"])
         except RayfleetError as exc:
@@ -147,7 +168,8 @@ def main():
         work = wait_idle(read, p["timeout"])
     result = dict(changed=False, **work.to_dict())
     if work and p["running_work"] != "report":
-        scope = ("node %s" % p["node_ip"]) if p["node_ip"] else "the cluster"
+        scope = ("this host's Ray nodes" if p["settings"] else ("node %s" % p["node_ip"]) if p["node_ip"]
+                 else "the cluster")
         if module.check_mode:
             module.warn("%s would end running work on %s: %s" % (p["reason"], scope, work.describe()))
         else:

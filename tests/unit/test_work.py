@@ -4,7 +4,7 @@ restart of the cluster or of one node would end, and Ray's own bookkeeping left 
 
 from types import SimpleNamespace as NS
 
-from rayfleet.work import Work, find_node, held_resources, live_actors, running_jobs, wait_idle
+from rayfleet.work import Job, Work, find_node, held_resources, live_actors, running_jobs, wait_idle
 
 HEAD, WORKER = bytes.fromhex("aa" * 28), bytes.fromhex("bb" * 28)
 
@@ -82,3 +82,37 @@ def test_wait_idle_reads_until_the_work_ends_or_the_time_is_up():
     now[0] = 0.0
     assert wait_idle(lambda: busy, 12, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)) is busy
     assert now[0] == 12.0
+
+
+def test_a_hosts_nodes_are_read_from_their_settings_files_head_for_the_cluster_worker_for_itself(tmp_path,
+                                                                                               monkeypatch):
+    """What a reboot of a host would end: its head node's cluster work, its worker node's own, once each; files that
+    are not a node's settings are passed over."""
+    import json
+
+    import rayfleet.work as work
+
+    ray = tmp_path / "ray"
+    head = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray), "ports": {"gcs": 6380},
+            "auth_token_path": "/etc/rayfleet/auth-token"}
+    worker = {"role": "worker", "node_ip": "10.0.0.10", "ray_bin": str(ray), "head_address": "10.0.0.9",
+              "node_name": "10.0.0.10/gpu1"}
+    (tmp_path / "ray-head.json").write_text(json.dumps(head))
+    (tmp_path / "rayb-worker.json").write_text(json.dumps(worker))
+    (tmp_path / "nvidia-driver.json").write_text(json.dumps({"version": "580.95.05"}))
+    (tmp_path / "ray-broken.json").write_text("{")
+    calls = []
+    shared = Job(job_id="02000000", submission_id="train-7", entrypoint="python train.py", driver_ip="10.0.0.10")
+
+    def read(address, node_ip="", node_name=None, timeout=10, auth_token_path=None):
+        calls.append((address, node_ip, node_name, auth_token_path))
+        return Work(node_ip=node_ip or "10.0.0.10", jobs=[shared], held={"GPU": 1.0} if node_ip else {})
+
+    monkeypatch.setattr(work, "read_work", read)
+    found = work.settings_work(str(p) for p in tmp_path.glob("*.json"))
+    assert calls == [("10.0.0.10:6380", "", None, "/etc/rayfleet/auth-token"),
+                     ("10.0.0.9:6379", "10.0.0.10", "10.0.0.10/gpu1", None)]
+    both = work.merged(found)
+    assert [j.job_id for j in both.jobs] == ["02000000"]
+    assert both.describe() == "job train-7 ('python train.py' on 10.0.0.10); tasks holding 1 GPU on 10.0.0.10"
+    assert not work.merged([])
