@@ -221,7 +221,8 @@ def wait_idle(read: Callable[[], Work], timeout: float, interval: float = 5.0,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rayfleet.work", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rayfleet.work",
+                                     description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--address", required=True, help="the cluster's GCS, host:port")
     parser.add_argument("--node-ip", default="", help="only this node's work (a worker's restart)")
     parser.add_argument("--node-name", default=None)

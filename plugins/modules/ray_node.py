@@ -189,9 +189,9 @@ options:
     default: 600
   hold_restart:
     description:
-      - Why this node must not restart now (the ray role: the cluster's head failed or refused in this run). A restart
-        it would do fails with this reason before anything on the node changes, and is kept like one refused for
-        running work; a node that needs no restart goes on.
+      - Why this node must not restart now (in the ray role, that the cluster's head failed or refused in this run).
+        A restart it would do fails with this reason before anything on the node changes, and is kept like one
+        refused for running work; a node that needs no restart goes on.
     type: str
   wait:
     description: Wait until this node is registered alive with the expected resources.

@@ -10,6 +10,8 @@ DOCUMENTATION = r"""
 module: ray_work
 short_description: Read the work a Ray restart would end, and stop before a change that would end it
 version_added: "0.1.0"
+author:
+  - rayfleet authors (@rayfleet)
 description:
   - Reads from the cluster's GCS (Ray's job, actor and resource tables) the running jobs, the live actors and the
     resources tasks hold - of the whole cluster, or of one node (O(node_ip)). Ray's own bookkeeping (the dashboard's
@@ -25,7 +27,7 @@ options:
   settings:
     description:
       - Instead of O(gcs_address), the settings files of this host's Ray nodes (the M(rayfleet.cluster.ray_node)
-        module's, shell patterns such as C(/etc/rayfleet/ray*.json)): the work a reboot of this host would end, for
+        module's, shell patterns such as C(/etc/rayfleet/ray*.json)), for the work a reboot of this host would end, for
         a head node the cluster's, for a worker its own node's. Files that are not a node's settings are passed over.
     type: list
     elements: str
@@ -63,6 +65,7 @@ attributes:
     description: Reads only; in check mode it warns instead of failing or waiting.
   diff_mode:
     support: none
+    description: It changes nothing, so it has no diff.
 seealso:
   - module: rayfleet.cluster.ray_node
 """
@@ -138,7 +141,7 @@ def main():
         argument_spec=dict(
             gcs_address=dict(type="str"),
             settings=dict(type="list", elements="str"),
-            node_ip=dict(type="str", default=""),
+            node_ip=dict(type="str"),
             node_name=dict(type="str"),
             auth_token_path=dict(type="path", no_log=False),
             running_work=dict(type="str", default="report", choices=["report", "refuse", "wait"]),

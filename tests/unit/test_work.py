@@ -84,13 +84,13 @@ def test_wait_idle_reads_until_the_work_ends_or_the_time_is_up():
     assert now[0] == 12.0
 
 
-def test_a_hosts_nodes_are_read_from_their_settings_files_head_for_the_cluster_worker_for_itself(tmp_path,
-                                                                                               monkeypatch):
+def test_a_hosts_nodes_are_read_from_their_settings_files_head_for_the_cluster_worker_for_itself(
+        tmp_path, monkeypatch):
     """What a reboot of a host would end: its head node's cluster work, its worker node's own, once each; files that
     are not a node's settings are passed over."""
     import json
 
-    import rayfleet.work as work
+    from rayfleet import work
 
     ray = tmp_path / "ray"
     head = {"role": "head", "node_ip": "10.0.0.10", "ray_bin": str(ray), "ports": {"gcs": 6380},

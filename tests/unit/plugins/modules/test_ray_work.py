@@ -30,8 +30,9 @@ def test_report_returns_the_work_and_refuse_fails_naming_it(readings):
     out = run(ray_work, {"gcs_address": "10.0.0.10:6379", "node_ip": "10.0.0.11", "running_work": "refuse",
                          "reason": "the kernel upgrade", "hint": "Drain it first."})
     assert out.failed
-    assert out.result["msg"] == ("not going on with the kernel upgrade: it would end running work on node 10.0.0.11: "
-                                 "actor Trainer 'ps' of job 02000000 on 10.0.0.11. Nothing was changed. Drain it first.")
+    assert out.result["msg"] == (
+        "not going on with the kernel upgrade: it would end running work on node 10.0.0.11: actor Trainer 'ps' of "
+        "job 02000000 on 10.0.0.11. Nothing was changed. Drain it first.")
     assert readings["calls"][-1] == ("10.0.0.10:6379", "10.0.0.11")
 
 
