@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import logging
 import os
 import shlex
 import socket
@@ -243,7 +244,17 @@ def format_table(reports: list[Report]) -> str:
     return "\n".join(lines)
 
 
+def quiet_paramiko() -> None:
+    """paramiko logs each failed connection with its traceback (Python's last-resort handler prints it to stderr);
+    the table names the reason already."""
+    log = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_paramiko()
     parser = argparse.ArgumentParser(prog="python -m rayfleet.doctor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-i", "--inventory", action="append", required=True, help="inventory source (repeatable)")

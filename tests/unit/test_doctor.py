@@ -67,3 +67,37 @@ def test_table_names_each_problem():
     assert good.ok and not bad.ok
     assert "w1: cannot reach 10.0.0.11:22: No route to host" in table
     assert table.splitlines()[-1] == "1/2 hosts ready, 1 not ready"
+
+
+
+def test_a_port_that_is_not_ssh_is_named_in_the_table_with_no_traceback(tmp_path):
+    """`python -m rayfleet.doctor` on a host whose port answers but speaks no SSH: the table names the reason, and
+    paramiko's own error log (a traceback through Python's last-resort handler) stays off stderr."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer():
+        conn, _addr = server.accept()
+        conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    ray_head:\n      hosts:\n        web: {ansible_host: 127.0.0.1, "
+                         f"ansible_port: {server.getsockname()[1]}}}\n")
+    library = Path(__file__).resolve().parents[2] / "library_py"
+    proc = subprocess.run([sys.executable, "-m", "rayfleet.doctor", "-i", str(inventory), "--timeout", "3"],
+                          env=dict(os.environ, PYTHONPATH=str(library)), capture_output=True, text=True,
+                          timeout=60, check=False)
+    server.close()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "web: Error reading SSH protocol banner" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
