@@ -58,14 +58,15 @@ def ec2(aws_env):
 
 
 def launch(ec2, *, role: str, instance_type: str = "m5.xlarge", cluster: str = "rayfleet", spot: bool = False,
-           image_id: str | None = None) -> str:
-    """One tagged instance in moto; returns its id."""
+           image_id: str | None = None, tags: dict[str, str] | None = None) -> str:
+    """One tagged instance in moto (``tags``: more tags than the cluster's and the role's); returns its id."""
     image_id = image_id or ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     extra = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
     resp = ec2.run_instances(
         ImageId=image_id, MinCount=1, MaxCount=1, InstanceType=instance_type,
         TagSpecifications=[{"ResourceType": "instance", "Tags": [
-            {"Key": "rayfleet:cluster", "Value": cluster}, {"Key": "rayfleet:role", "Value": role}]}],
+            {"Key": "rayfleet:cluster", "Value": cluster}, {"Key": "rayfleet:role", "Value": role},
+            *({"Key": k, "Value": v} for k, v in (tags or {}).items())]}],
         **extra,
     )
     return resp["Instances"][0]["InstanceId"]

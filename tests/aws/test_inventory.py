@@ -20,7 +20,8 @@ def unwrap(obj: dict):
 
 
 def test_tagged_instances_land_in_the_contract_groups(ec2, aws_env):
-    head = launch(ec2, role="head")
+    head = launch(ec2, role="head", tags={"rayfleet:nfs_server": "true"})
+    submitter = launch(ec2, role="submit")
     gpu_workers = [launch(ec2, role="worker", instance_type="p4d.24xlarge"),
                    launch(ec2, role="worker", instance_type="p4d.24xlarge")]
     spot_worker = launch(ec2, role="worker", instance_type="g5.xlarge", spot=True)
@@ -31,11 +32,13 @@ def test_tagged_instances_land_in_the_contract_groups(ec2, aws_env):
     inv = json.loads(inventory(aws_env, "--list").stdout, object_hook=unwrap)
     hostvars = inv["_meta"]["hostvars"]
     by_id = {hv["rayfleet_instance_id"]: name for name, hv in hostvars.items()}
-    assert set(by_id) == {head, *gpu_workers, spot_worker}, "only this cluster's running instances"
+    assert set(by_id) == {head, submitter, *gpu_workers, spot_worker}, "only this cluster's running instances"
     assert other_cluster not in by_id and stopped not in by_id
     assert inv["ray_head"]["hosts"] == [by_id[head]]
     assert sorted(inv["ray_worker"]["hosts"]) == sorted(by_id[i] for i in [*gpu_workers, spot_worker])
     assert sorted(inv["gpu"]["hosts"]) == sorted(by_id[i] for i in [*gpu_workers, spot_worker])
+    # the optional groups, from their tags (groups.yml defines them, empty, for a cluster without them)
+    assert inv["nfs_server"]["hosts"] == [by_id[head]] and inv["ray_submit"]["hosts"] == [by_id[submitter]]
     for name, hv in hostvars.items():
         # Named and reached by the private address Ray registers with.
         assert hv["ansible_host"] == name == hv["private_ip_address"]

@@ -32,3 +32,19 @@ def test_example_inventory_puts_its_gpu_hosts_in_gpu_and_no_run_warns_about_a_mi
                              "--list-hosts"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert listed.returncode == 0, listed.stderr
     assert "Could not match supplied host pattern" not in listed.stderr + listed.stdout, listed.stderr
+
+
+
+def test_the_cloud_inventories_define_the_optional_groups_so_that_no_run_warns_about_a_missing_one():
+    """Each cloud inventory directory holds, beside its plugin's file, the contract's optional groups, empty (the
+    plugin fills them from tags, where an instance has one), so site.yml's plays match them with no warning. The
+    directory is read as Ansible reads it, with the cloud plugins left out (they would call the cloud)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_INVENTORY_ENABLED="yaml")
+    bin_dir = Path(sys.executable).parent
+    for cloud, plugin in (("aws", "aws_ec2.yml"), ("gcp", "gcp_compute.yml"), ("azure", "azure_rm.yml")):
+        listed = subprocess.run([str(bin_dir / "ansible-inventory"), "-i", f"inventories/{cloud}", "--list"],
+                                cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+        assert {"gpu", "ray_submit", "nfs_server"} <= set(json.loads(listed.stdout)["all"]["children"]), (
+            cloud, listed.stdout, listed.stderr)
+        text = (ROOT / "inventories" / cloud / plugin).read_text()
+        assert "\n  nfs_server: " in text and "\n  gpu: " in text, f"{plugin} puts no instance in nfs_server or gpu"
