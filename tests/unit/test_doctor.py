@@ -69,7 +69,6 @@ def test_table_names_each_problem():
     assert table.splitlines()[-1] == "1/2 hosts ready, 1 not ready"
 
 
-
 def test_a_port_that_is_not_ssh_is_named_in_the_table_with_no_traceback(tmp_path):
     """`python -m rayfleet.doctor` on a host whose port answers but speaks no SSH: the table names the reason, and
     paramiko's own error log (a traceback through Python's last-resort handler) stays off stderr."""

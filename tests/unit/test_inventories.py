@@ -34,7 +34,6 @@ def test_example_inventory_puts_its_gpu_hosts_in_gpu_and_no_run_warns_about_a_mi
     assert "Could not match supplied host pattern" not in listed.stderr + listed.stdout, listed.stderr
 
 
-
 def test_the_cloud_inventories_define_the_optional_groups_so_that_no_run_warns_about_a_missing_one():
     """Each cloud inventory directory holds, beside its plugin's file, the contract's optional groups, empty (the
     plugin fills them from tags, where an instance has one), so site.yml's plays match them with no warning. The
