@@ -657,7 +657,7 @@ def main():
     work = Work(node_ip=settings.node_ip)
     if action == "restarted":
         why = (["state=restarted"] if p["state"] == "restarted" else []) + [
-            "%s changed" % key for key in restart_changes] + reasons
+            "%s changed" % key for key in restart_changes] + reasons or [result["restart_reason"]]
         if p["hold_restart"] and not module.check_mode:
             keep_pending(module, config_path, pending)
             module.fail_json(msg="ray_node (%s) on %s: not restarting Ray (%s) now: %s. Nothing on this node was "

@@ -359,3 +359,23 @@ def test_a_worker_reads_only_its_own_node_and_check_mode_warns(node_env, tmp_pat
     out = run(ray_node, {**args, "state": "restarted"})
     assert out.failed and "not restarting Ray (state=restarted): it would end running work on this node" in out.result[
         "msg"]
+
+
+def test_a_held_worker_is_not_restarted_and_says_why_it_would_have_been(node_env, tmp_path, monkeypatch):
+    """A worker of a head that failed in this run (hold_restart) keeps running: a changed setting, or a raylet Ray
+    no longer lists, is named with the hold and nothing changes; one with nothing to restart goes on."""
+    alive = {"raylet": True}
+    args = _worker(tmp_path, monkeypatch, lambda: alive["raylet"])
+    assert not run(ray_node, args).failed
+    FakeSystemd.actions.clear()
+    hold = "the head h1 failed or refused its own restart in this run"
+    assert not run(ray_node, {**args, "hold_restart": hold}).failed
+    out = run(ray_node, {**args, "num_cpus": 3, "hold_restart": hold})
+    assert out.failed and out.result["msg"] == (
+        f"ray_node (worker) on 10.0.0.11: not restarting Ray (num_cpus changed) now: {hold}. Nothing on this node was "
+        "changed.")
+    alive["raylet"] = False
+    out = run(ray_node, {**args, "hold_restart": hold})
+    assert out.failed and "not restarting Ray (the unit was active but Ray did not list this node alive" in out.result[
+        "msg"]
+    assert FakeSystemd.actions == [] and FakeWork.calls == []
