@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-join bench-collective bench-localize test-gpu gpu-wheels bench-gpu collection docs clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-join bench-collective bench-localize bench-check test-gpu gpu-wheels bench-gpu collection docs clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -213,6 +213,10 @@ bench-collective: deps venv image wheels  ## gloo busbw vs iperf3 on the sandbox
 bench-localize:  ## the preflight's pair tests finding slow nodes on a simulated cluster -> docs/benchmarks.md
 	$(PYTHON) tools/bench_localize.py $(LOCALIZE_ARGS)
 	$(PYTHON) tools/bench_report.py
+
+bench-check: venv  ## the offline inventory check on 10, 100 and 1000 hosts (no host contacted) -> docs/benchmarks.md
+	tools/bench_check.py $(CHECK_ARGS)
+	tools/bench_report.py
 
 # The collection as Galaxy and `ansible-galaxy collection install` take it; galaxy.yml's build_ignore keeps local
 # state (venv, sandbox, caches, artifacts) out of it.

@@ -391,6 +391,28 @@ def join_section(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def check_section(results: list[dict]) -> str:
+    r = max(results, key=lambda x: x["date"])
+    lines = [
+        "## Offline inventory check",
+        "",
+        "`make bench-check` (writes `artifacts/bench-check.json`): `ansible-playbook playbooks/check.yml` on",
+        "inventories of one head and workers, every host in `gpu`, none of them existing (the check contacts no",
+        "host). *check*: the check task's own time; *ansible-playbook*: the whole command; *floor*:",
+        "`ansible-playbook` of one `debug` task on the same inventory (Ansible's start and the inventory's parsing).",
+        f"Medians of {r['runs']} runs.",
+        "",
+        measured(r) + ".",
+        "",
+        "| hosts | check, s | ansible-playbook, s | floor, s |",
+        "|---|---|---|---|",
+    ]
+    for x in r["results"]:
+        lines.append(f"| {x['hosts']} | {x['check_median_s']:.2f} | {x['wall_median_s']:.2f} | "
+                     f"{x['floor_median_s']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 # name: (the results in artifacts/, the section, whether the section is written without results)
 SECTIONS = {
     "converge": ("bench-converge-*hosts.json", converge_section, False),
@@ -398,6 +420,7 @@ SECTIONS = {
     "collective": ("bench-collective.json", collective_section, True),
     "localize": ("bench-localize.json", localize_section, False),
     "join": ("bench-join-*hosts.json", join_section, False),
+    "check": ("bench-check.json", check_section, False),
 }
 
 

@@ -85,6 +85,11 @@ class ActionModule(PlanAction):
         mine = args.get(var, SETTING_DEFAULTS.get(var))
         if var not in (hostvars.get(host) or {}):
             return mine
+        default = self._role_default(var)
+        return default if default is not None else mine
+
+    def _role_default(self, var):
+        """The ray role's default of var, rendered in this host's context (None: the role gives none)."""
         role = getattr(self._task, "_role", None)
         default = role.get_default_vars().get(var) if role is not None else None
-        return self._templar.template(default) if default is not None else mine
+        return self._templar.template(default) if default is not None else None

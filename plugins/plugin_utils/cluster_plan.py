@@ -17,6 +17,7 @@ node name ``<ip>/<name>``.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -117,16 +118,27 @@ def check_ownership(entry, item, what, example_mode):
 
 def check_ip(value):
     """The address text when value is an IPv4 or IPv6 address, else None."""
-    try:
-        return str(ipaddress.ip_address(str(value).strip()))
-    except ValueError:
-        return None
+    return _address_text(str(value).strip())
 
 
 def check_network(value):
     """The network text when value is an address or a CIDR (host bits allowed), else None."""
+    return _network_text(str(value).strip())
+
+
+# Pure functions of their text, asked of every member by every host's plan: each text parsed once
+@functools.lru_cache(maxsize=65536)
+def _address_text(text):
     try:
-        return str(ipaddress.ip_network(str(value).strip(), strict=False))
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _network_text(text):
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
     except ValueError:
         return None
 

@@ -14,6 +14,7 @@ adding its hosts from a file of its own.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
@@ -82,14 +83,22 @@ def _range(name, value, prefix, problems):
     return None
 
 
+@functools.lru_cache(maxsize=65536)
+def _network(text):
+    """The network of an address's or a CIDR's text (each member's, asked by every host's plan: parsed once)."""
+    return ipaddress.ip_network(text)
+
+
 def _text(nets):
     """Sorted, distinct network texts (a single address as the address), leaving out those inside another one:
     an nftables interval set refuses overlapping elements."""
-    nets = set(nets)
-    kept = [net for net in nets
-            if not any(other != net and other.version == net.version and net.subnet_of(other) for other in nets)]
-    return [str(net.network_address) if net.num_addresses == 1 else str(net)
-            for net in sorted(kept, key=lambda net: (net.version, net.network_address, net.prefixlen))]
+    kept = []
+    # in this order a network comes after every network it is inside, and after no network outside the last kept
+    # one that would hold it: each one is checked against the last kept network only
+    for net in sorted(set(nets), key=lambda net: (net.version, net.network_address, net.prefixlen)):
+        if not (kept and kept[-1].version == net.version and net.subnet_of(kept[-1])):
+            kept.append(net)
+    return [str(net.network_address) if net.num_addresses == 1 else str(net) for net in kept]
 
 
 def _join_ports(ports, ranges=()):
@@ -137,7 +146,7 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
         if found is None:
             problems.append("%s a cluster host's address %s is not an IP address." % (prefix, _json(address)))
         else:
-            members.append(ipaddress.ip_network(found))
+            members.append(_network(found))
     restrict = args.get("firewall_restrict_ephemeral_ports", True)
     if not isinstance(restrict, bool):
         problems.append("%s firewall_restrict_ephemeral_ports is %s: expected true or false."

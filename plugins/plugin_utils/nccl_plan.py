@@ -164,7 +164,7 @@ def _check_env(host, env, bad, problems):
 
 def _check_interface(host, v, interfaces, problems):
     ifname = v.get("nccl_socket_ifname")
-    if isinstance(ifname, str) and ifname in ("", "auto"):
+    if (isinstance(ifname, str) and ifname in ("", "auto")) or interfaces is None:
         return
     names = sorted(str(name) for name in _list(interfaces))
     if not (isinstance(ifname, str) and ifname in names):
@@ -199,7 +199,8 @@ def nccl_plan(host, v, hardware, interfaces=None, architecture=None):
     problem.
 
     hardware: the host's rayfleet.cluster.gpu_hardware_info result (nvidia_gpus, efa_devices).
-    interfaces: the host's interface names (its interfaces fact), read when nccl_socket_ifname names one.
+    interfaces: the host's interface names (its interfaces fact), read when nccl_socket_ifname names one (None:
+    not known, not checked).
     architecture: the host's architecture fact, read on a host that uses EFA (None: not checked).
     Returns the effective source (wheel, cuda_repo or none), whether EFA is used, the EFA devices' PCI addresses,
     whether one of them does RDMA reads (efa1 and later: GPUDirect over EFA), and pip's arguments for the wheel."""

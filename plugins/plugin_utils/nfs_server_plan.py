@@ -132,7 +132,7 @@ def _check_settings(host, v, os_family, problems):
     implementation = v.get("nfs_server_implementation")
     if implementation not in IMPLEMENTATIONS:
         bad("nfs_server_implementation", "kernel or ganesha")
-    elif os_family not in PACKAGES[implementation]:
+    elif os_family is not None and os_family not in PACKAGES[implementation]:
         problems.append("nfs_server on %s: the OS family is %s; expected %s (the families the nfs_server role "
                         "installs %s for)." % (host, _json(os_family), " or ".join(PACKAGES[implementation]),
                                                implementation))
@@ -201,7 +201,7 @@ def nfs_server_plan(host, v, cluster_addresses, os_family):
     problem.
 
     cluster_addresses: every address of every cluster host (the cluster plan's cluster.sources).
-    os_family: the host's OS family fact (Debian, RedHat).
+    os_family: the host's OS family fact (Debian, RedHat; None: not known, its packages neither checked nor listed).
     Returns the implementation, port, packages and service, the cluster's clients (the cluster's addresses and
     nfs_server_extra_clients, each once, IPv4 first, then as text) and each export resolved (its clients: the
     cluster's, then its own; the exports file's line, NFS-Ganesha's client list and access type)."""
@@ -261,7 +261,7 @@ def nfs_server_plan(host, v, cluster_addresses, os_family):
     return {
         "implementation": implementation,
         "port": _whole(v["nfs_server_port"]),
-        "packages": list(PACKAGES[implementation][os_family]),
+        "packages": list(PACKAGES[implementation].get(os_family, ())),
         "service": SERVICES[implementation],
         "ganesha_grace_period": _whole(v.get("nfs_server_ganesha_grace_period")),
         "ganesha_lease_lifetime": _whole(v.get("nfs_server_ganesha_lease_lifetime")),

@@ -628,7 +628,7 @@ UNRECORDED_ACTIONS = frozenset({
     "ray_host_clusters", "ray_probe", "ray_work", "storage_precheck", "reach_policy", "preflight_verdict",
     "cluster_plan", "firewall_plan", "storage_plan", "nfs_server_plan", "monitoring_plan", "checkpoint_store_plan",
     "submit_host_plan", "ssh_trust_plan", "pytorch_plan", "apex_plan", "settings_check", "nvidia_driver_plan",
-    "cuda_plan", "rocm_plan", "stage_gate", "stage_record", "drift_check",
+    "cuda_plan", "rocm_plan", "stage_gate", "stage_record", "drift_check", "inventory_check",
     "group_by", "add_host", "pause",
     "docker_image", "docker_image_load", "dnf_versionlock", "yum_versionlock", "alternatives",
 })
