@@ -23,7 +23,7 @@ help:
 	@echo "make test              (lint + sanity + unit + aws beside gpu-stack) + molecule + bake, with per-stage durations (the CI gate)"
 	@echo "make test-full         make test with every verify module (adds Apex, checkpoint store, submit host, containers)"
 	@echo "                       and test-ubuntu: the molecule scenario on Ubuntu 24.04 hosts (RAYFLEET_SANDBOX_DISTRO=ubuntu2404)"
-	@echo "make doctor [INVENTORY=inventories/x]  SSH preflight of every host, in seconds"
+	@echo "make doctor [INVENTORY=inventories/x]  every host as site.yml reaches it: SSH, become, python, OS"
 	@echo "make logs [INVENTORY=inventories/x]    every node's Ray logs and unit journals into artifacts/logs/"
 	@echo "make dashboard [INVENTORY=inventories/x]  SSH tunnel to the head's Ray dashboard; prints the URL"
 	@echo "make unit | aws | lint | sanity | gpu-stack | molecule | molecule-full | bake | bench-converge | bench-collective"
@@ -107,8 +107,8 @@ demo-down:
 	tools/sandbox.py down --name $(SANDBOX)
 
 INVENTORY ?= inventories/sandbox
-doctor: venv  ## SSH preflight of every inventory host: reachable, auth, sudo, python, OS
-	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.doctor -i $(INVENTORY)
+doctor: venv  ## every inventory host as site.yml reaches it: SSH, become, python, OS (playbooks/doctor.yml)
+	RAYFLEET_SANDBOX=$(SANDBOX) ansible-playbook playbooks/doctor.yml -i $(INVENTORY)
 
 dashboard: venv  ## an SSH tunnel (host key verified) to the head's Ray dashboard and Jobs API; prints the URL
 	RAYFLEET_SANDBOX=$(SANDBOX) PYTHONPATH=library_py python -m rayfleet.dashboard -i $(INVENTORY) $(DASHBOARD_ARGS)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rayfleet.doctor import Target, load_inventory, targets_from_inventory
+from rayfleet.ssh_targets import Target, load_inventory, targets_from_inventory
 
 DEFAULT_DASHBOARD_PORT = 8265
 DEFAULT_DASHBOARD_HOST = "127.0.0.1"  # the ray role's ray_dashboard_host

@@ -226,7 +226,8 @@ def stranger(address: str):
 def ansible_env(**extra: str) -> dict[str, str]:
     """Environment for running this checkout's Ansible against the sandbox from a test."""
     env = dict(os.environ, RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default", **extra)
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default")
+    env.update(extra)
     env.pop("ANSIBLE_INVENTORY", None)
     return env
 

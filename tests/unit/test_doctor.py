@@ -1,15 +1,27 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-import pytest
-from rayfleet.doctor import (
-    Report,
-    format_table,
-    known_hosts_from_args,
-    os_supported,
-    parse_os_release,
-    targets_from_inventory,
-)
+"""The doctor (playbooks/doctor.yml, rayfleet.cluster.doctor_report): each host judged from its probes, failures in
+words; and the playbook on hosts that cannot be reached (the sandbox's ready hosts: tests/integration/test_6)."""
 
-DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n'
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.doctor import (
+    os_supported,
+    parse_probe,
+    ssh_reason,
+    table,
+    verdict,
+)
+from rayfleet.ssh_targets import known_hosts_from_args, targets_from_inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE_OK = {"rc": 0, "stdout": "rayfleet-doctor python=3.11.2 os_id=debian os_version=12\r\n", "stderr": ""}
+BECOME_OK = {"rc": 0, "stdout": "", "stderr": ""}
 
 
 @pytest.mark.parametrize(
@@ -19,13 +31,50 @@ DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\
      ("debian", "11", False), ("arch", "", False)],
 )
 def test_supported_os(os_id, version, ok):
-    assert os_supported({"ID": os_id, "VERSION_ID": version}) is ok
+    assert os_supported(os_id, version) is ok
 
 
-def test_parse_os_release():
-    info = parse_os_release(DEBIAN)
-    assert (info["ID"], info["VERSION_ID"]) == ("debian", "12")
-    assert info["PRETTY_NAME"] == "Debian GNU/Linux 12 (bookworm)"
+def test_parse_probe():
+    assert parse_probe(PROBE_OK["stdout"]) == {"python": "3.11.2", "os_id": "debian", "os_version": "12"}
+    assert parse_probe("motd\nrayfleet-doctor python= os_id=ubuntu os_version=24.04\n")["python"] == ""
+    assert parse_probe("sh: not found") == {}
+
+
+@pytest.mark.parametrize(("message", "words"), [
+    ("Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port 22: Connection timed out",
+     "no SSH server answers"),
+    ("Failed to connect to the host via ssh: No ED25519 host key is known for 10.0.0.9 and you have requested "
+     "strict checking.\r\nHost key verification failed.", "never trusted on first use"),
+    ("Failed to connect to the host via ssh: @@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key "
+     "verification failed.", "CHANGED"),
+    ("Failed to connect to the host via ssh: ops@10.0.0.9: Permission denied (publickey).", "refused the login"),
+    ("Failed to connect to the host via ssh: ssh: Could not resolve hostname nope: Name or service not known",
+     "does not resolve"),
+])
+def test_ssh_failures_are_put_in_words_with_what_ssh_said(message, words):
+    reason = ssh_reason(message)
+    assert words in reason
+    assert "Failed to connect" not in reason and reason.endswith(")")
+
+
+def test_a_ready_host_and_each_way_one_is_not():
+    ready = verdict("h", "10.0.0.10", PROBE_OK, BECOME_OK)
+    assert ready["ok"] and ready["python"] == "3.11.2" and ready["os"] == "debian 12" and not ready["problems"]
+    gone = verdict("w1", "10.0.0.11", {"unreachable": True, "msg": "ssh: connect to host 10.0.0.11 port 22: No "
+                                                                   "route to host"}, None)
+    assert not gone["ok"] and not gone["ssh"] and "no SSH server answers" in gone["problems"][0]
+    old = verdict("w2", "10.0.0.12", {"rc": 0, "stdout": "rayfleet-doctor python=3.6.8 os_id=rhel os_version=8.9"},
+                  BECOME_OK)
+    assert old["problems"] == ["python3 3.6.8 is older than 3.8", old["problems"][1]]
+    assert old["problems"][1].startswith("OS rhel 8.9 is not one the roles support")
+    no_sudo = verdict("w3", "10.0.0.13", PROBE_OK, {"failed": True, "msg": "Missing sudo password"})
+    assert no_sudo["problems"] == ["privilege escalation failed (become, as site.yml uses it): Missing sudo "
+                                   "password; expected passwordless sudo, or ansible_become_password"]
+    lines = table([ready, gone, old, no_sudo])
+    assert lines[0].split() == ["HOST", "ADDRESS", "SSH", "BECOME", "PYTHON", "OS"]
+    assert lines[1].split() == ["h", "10.0.0.10", "ok", "ok", "3.11.2", "debian", "12"]
+    assert lines[2].split() == ["w1", "10.0.0.11", "FAIL", "-", "-", "-"]
+    assert lines[-1] == "1/4 hosts ready, 3 not ready"
 
 
 @pytest.mark.parametrize(
@@ -59,44 +108,46 @@ def test_targets_follow_the_group_contract_and_ansible_vars():
     assert (worker.port, worker.key_file, worker.known_hosts) == (22, "/k/id2", None)
 
 
-def test_table_names_each_problem():
-    good = Report("h", "10.0.0.10", reachable=True, auth=True, sudo=True, python="3.11.2", os="debian 12",
-                  os_supported=True, seconds=0.3)
-    bad = Report("w1", "10.0.0.11", problems=["cannot reach 10.0.0.11:22: No route to host"], seconds=5.0)
-    table = format_table([good, bad])
-    assert good.ok and not bad.ok
-    assert "w1: cannot reach 10.0.0.11:22: No route to host" in table
-    assert table.splitlines()[-1] == "1/2 hosts ready, 1 not ready"
-
-
-def test_a_port_that_is_not_ssh_is_named_in_the_table_with_no_traceback(tmp_path):
-    """`python -m rayfleet.doctor` on a host whose port answers but speaks no SSH: the table names the reason, and
-    paramiko's own error log (a traceback through Python's last-resort handler) stays off stderr."""
-    import os
+def test_the_playbook_names_hosts_it_cannot_reach_in_one_table_without_a_traceback(tmp_path):
+    """A port that answers but speaks no SSH, and a name that does not resolve: each host's line says why, the run
+    fails (rc 2) after the table, and nothing but the table and Ansible's own lines is printed."""
     import socket
-    import subprocess
-    import sys
     import threading
-    from pathlib import Path
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
 
-    def answer():
-        conn, _addr = server.accept()
-        conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
-        conn.close()
+    def talk_nonsense():
+        while True:
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                return
+            conn.sendall(b"HTTP/1.0 400 nope\r\n\r\n")
+            conn.close()
 
-    threading.Thread(target=answer, daemon=True).start()
+    threading.Thread(target=talk_nonsense, daemon=True).start()
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    ray_head:\n      hosts:\n        web: {ansible_host: 127.0.0.1, "
-                         f"ansible_port: {server.getsockname()[1]}}}\n")
-    library = Path(__file__).resolve().parents[2] / "library_py"
-    proc = subprocess.run([sys.executable, "-m", "rayfleet.doctor", "-i", str(inventory), "--timeout", "3"],
-                          env=dict(os.environ, PYTHONPATH=str(library)), capture_output=True, text=True,
-                          timeout=60, check=False)
-    server.close()
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "web: Error reading SSH protocol banner" in proc.stdout, proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"ansible_user": "ops"}, "children": {
+        "ray_head": {"hosts": {"h0": {"ansible_host": "127.0.0.1", "ansible_port": port}}},
+        "ray_worker": {"hosts": {"w1": {"ansible_host": "no-such-host.invalid"}}}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACKS_ENABLED="rayfleet.cluster.stage_items",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"))
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "playbooks/doctor.yml", "-i",
+                           str(inventory), "-e", "rayfleet_doctor_timeout=5"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    listener.close()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    report = out["plays"][1]["tasks"][0]["hosts"]["localhost"]
+    by_host = {row["host"]: row for row in report["hosts"]}
+    assert not by_host["h0"]["ssh"] and not by_host["w1"]["ssh"]
+    assert "does not resolve" in by_host["w1"]["problems"][0]
+    assert by_host["h0"]["problems"] and by_host["h0"]["problems"][0].startswith(("Ansible cannot connect",
+                                                                                 "no SSH server answers"))
+    assert report["table"][-1] == "0/2 hosts ready, 2 not ready"
+    assert report["not_ready"] == ["h0", "w1"]

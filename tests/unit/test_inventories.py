@@ -47,3 +47,17 @@ def test_the_cloud_inventories_define_the_optional_groups_so_that_no_run_warns_a
             cloud, listed.stdout, listed.stderr)
         text = (ROOT / "inventories" / cloud / plugin).read_text()
         assert "\n  nfs_server: " in text and "\n  gpu: " in text, f"{plugin} puts no instance in nfs_server or gpu"
+
+
+def test_a_run_without_an_inventory_reaches_no_host():
+    """ansible.cfg names no default inventory: a site.yml whose -i was forgotten matches no host (it would otherwise
+    converge whatever inventory the checkout defaulted to)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    env.pop("ANSIBLE_INVENTORY", None)
+    bin_dir = Path(sys.executable).parent
+    listed = subprocess.run([str(bin_dir / "ansible-playbook"), "site.yml", "--list-hosts"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, check=False)
+    assert listed.returncode == 0, listed.stderr
+    hosts = [line.strip() for line in listed.stdout.splitlines() if line.startswith("      ")]
+    assert hosts == [], listed.stdout
+    assert "provided hosts list is empty" in listed.stderr + listed.stdout, listed.stderr
