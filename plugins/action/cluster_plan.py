@@ -34,6 +34,8 @@ MEMBER_VARS = ("ray_node_ip", "ray_node_instances", "ansible_host", "ansible_fac
 
 class ActionModule(PlanAction):
     _VALID_ARGS = frozenset((*HOST_VARS, "left_out"))
+    # the other members' entries, kept across the plans of many hosts from the same variables (None: not kept)
+    member_memo = None
 
     def plan(self, host, args, task_vars, result):
         # an optional argument the task leaves out reads as the role's default (the ray role gives every one)
@@ -73,7 +75,7 @@ class ActionModule(PlanAction):
         cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
                                   left_out=args.get("left_out") or (),
                                   networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None,
-                                  gpu_hosts=groups.get("gpu", []))
+                                  gpu_hosts=groups.get("gpu", []), memo=self.member_memo, own=host)
         return {"host": mine, "cluster": cluster}
 
     def _heads_value(self, host, head, var, args, hostvars):

@@ -229,7 +229,7 @@ class ActionModule(ActionBase):
         values = {host: HostValues(self._templar, dict(hostvars.raw_get(host)), defaults, shared) for host in targets}
         members = [host for group in NODE_GROUPS for host in groups.get(group, [])]
         addresses = self._addresses(members, values, report)
-        self._groups, self._report, self._plans = groups, report, {}
+        self._groups, self._report, self._plans, self._member_memo = groups, report, {}, {}
         self._members = {host: MemberView(hostvars, host, addresses[host]) for host in members}
         for host in targets:
             v = values[host]
@@ -324,6 +324,8 @@ class ActionModule(ActionBase):
         action = cls(self._task, self._connection, self._play_context, self._loader, v.templar,
                      self._shared_loader_obj)
         action.defaults = self._defaults
+        if isinstance(action, ClusterPlan):  # every host's plan reads the other members from the same inventory
+            action.member_memo = self._member_memo
         try:
             return action.plan(host, args, {"inventory_hostname": host, **task_vars}, {})
         except PlanError as exc:

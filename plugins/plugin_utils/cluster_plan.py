@@ -879,7 +879,18 @@ MEMBER_MONITORING_VARS = ("monitoring_enabled", "monitoring_node_exporter", "mon
                           "monitoring_dcgm_exporter", "monitoring_dcgm_exporter_port")
 
 
-def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, gpu_hosts=()):
+def member_entry(host, hv):
+    """What the cluster plan takes of one member's variables (hostvars_of's): its exporter settings, IP, addresses,
+    known_hosts entry and the nodes Ray must list for it."""
+    ip = member_ip(host, hv)
+    addresses = member_addresses(ip, hv.get("ansible_facts"))
+    names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
+    return {"monitoring": {var: hv[var] for var in MEMBER_MONITORING_VARS if hv.get(var) is not None},
+            "ip": ip, "addresses": addresses, "known_host": known_host(host, hv, addresses),
+            "nodes": expected_of(host, ip, names)}
+
+
+def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, gpu_hosts=(), memo=None, own=None):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
@@ -890,20 +901,22 @@ def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, g
     addresses, and SSH trust's known_hosts is its certificate authority instead of the members' host keys
     (known_hosts empty), and the monitoring host discovers the exporters from Ray's node table (scrape empty): a
     member that joins or leaves changes no host's firewall, SSH trust, NFS exports or scrape targets.
-    gpu_hosts: the hosts of group gpu (the DCGM exporters the monitoring host scrapes with static membership)."""
+    gpu_hosts: the hosts of group gpu (the DCGM exporters the monitoring host scrapes with static membership).
+    memo: a dict the caller keeps across the plans of many hosts from the same variables (the offline inventory
+    check): each member's entry is computed once, but own's (the planning host's, whose values are its role's)."""
     members = list(head) + [w for w in workers if w not in head]
     ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
-        hv = hostvars_of(host)
-        monitoring[host] = {var: hv[var] for var in MEMBER_MONITORING_VARS if hv.get(var) is not None}
-        ips[host] = member_ip(host, hv)
-        addresses[host] = member_addresses(ips[host], hv.get("ansible_facts"))
-        known_hosts[host] = known_host(host, hv, addresses[host])
-        names = [str(i.get("name", "")) for i in (hv.get("ray_node_instances") or []) if isinstance(i, dict)]
-        nodes = expected_of(host, ips[host], names)
-        expected.update(nodes)
+        entry = memo.get(host) if memo is not None and host != own else None
+        if entry is None:
+            entry = member_entry(host, hostvars_of(host))
+            if memo is not None and host != own:
+                memo[host] = entry
+        monitoring[host], ips[host] = entry["monitoring"], entry["ip"]
+        addresses[host], known_hosts[host] = entry["addresses"], entry["known_host"]
+        expected.update(entry["nodes"])
         if host not in left_out:
-            awaited.update(nodes)
+            awaited.update(entry["nodes"])
     found = [a for host in members for a in addresses[host]]
     # every member's addresses, IPv4 first (the firewall's and SSH trust's sources)
     if networks is not None:
