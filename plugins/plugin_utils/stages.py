@@ -98,7 +98,7 @@ VALIDATE = "validate"
 # reboot, say): never part of a stage's inputs, so a new value makes no stage run again
 RUN_OPTIONS = frozenset({
     "rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable", "ray_wait_timeout",
-    "nvidia_driver_reboot_timeout",
+    "nvidia_driver_reboot_timeout", "rayfleet_lock_wait", "rayfleet_lock_stale_after", "rayfleet_lock_break",
 })
 # Facts a stage's result depends on: a new kernel or distribution makes every stage run again; a new address, the
 # stages that read addresses (ADDRESS_FACTS)
@@ -629,6 +629,7 @@ UNRECORDED_ACTIONS = frozenset({
     "cluster_plan", "firewall_plan", "storage_plan", "nfs_server_plan", "monitoring_plan", "checkpoint_store_plan",
     "submit_host_plan", "ssh_trust_plan", "pytorch_plan", "apex_plan", "settings_check", "nvidia_driver_plan",
     "cuda_plan", "rocm_plan", "stage_gate", "stage_record", "drift_check", "inventory_check", "doctor_report",
+    "converge_lock",
     "group_by", "add_host", "pause",
     "docker_image", "docker_image_load", "dnf_versionlock", "yum_versionlock", "alternatives",
 })
