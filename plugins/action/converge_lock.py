@@ -119,9 +119,10 @@ class ActionModule(ActionBase):
             if remaining <= 0:
                 found.update(failed=True, msg=(
                     "Another run is converging this cluster: %s holds the converge lock (%s on %s). This run changed "
-                    "nothing. Wait for it to end, or give -e rayfleet_lock_wait=SECONDS to wait for it; a run that "
-                    "died leaves a lock that is taken over when its controller sees its process gone, after "
-                    "rayfleet_lock_stale_after (%d s) from another controller, or now with -e rayfleet_lock_break=true."
+                    "nothing. Wait for it to end, or give -e rayfleet_lock_wait=SECONDS to wait for it. A run that "
+                    "failed or died leaves its lock: the next run on its controller takes it over, another "
+                    "controller after rayfleet_lock_stale_after (%d s); if you know that run is over, take it now "
+                    "with -e rayfleet_lock_break=true."
                     % (describe(holder), args.get("path") or "/var/lib/rayfleet/converge.lock",
                        self._task.delegate_to or (task_vars or {}).get("inventory_hostname"), stale_after)))
                 break
