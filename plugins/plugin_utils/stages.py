@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -59,14 +60,23 @@ class Stage:
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
     # the tags of its play's tasks (--tags naming one of them runs some of the stage)
     tags: tuple[str, ...] = ()
+    # with network membership: seconds after which the stage runs again on every host, its inputs holding the
+    # period's number (a time input: SSH trust's certificates are signed again only by a run of the stage, within
+    # ssh_trust_cert_renew_before of their end, however long nothing else changed)
+    renew_every_s: int | None = None
 
+
+# A week: a cluster converged at least that often renews its SSH certificates in their last
+# ssh_trust_cert_renew_before (4 weeks by default; at least 2 weeks is safe)
+CERT_RENEWAL_PERIOD_S = 7 * 86400
 
 STAGES = (
     Stage("common", ("common",), tags=("common", "base")),
     Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
     Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
     Stage("firewall", ("firewall",), cluster_inputs=HEAD, tags=("firewall", "security")),
-    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust")),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust"),
+          renew_every_s=CERT_RENEWAL_PERIOD_S),
     # the exports' clients are the plan's sources: every member's address, or the networks (network membership)
     Stage("nfs_server", ("nfs_server",), cluster_inputs=HEAD, plan_reads=("cluster.sources",), groups=("nfs_server",),
           tags=("storage", "nfs_server")),
@@ -575,15 +585,18 @@ def host_inputs(hostvars, host, groups, only=None):
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None, plan=None,
-                   own_plan=True, own_groups=()):
+                   own_plan=True, own_groups=(), now=None):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
     for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
     (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
     stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the heads and the
     host's own groups (own_groups), or the contract groups and the members whole for a stage that reads them so or
     where reads is None), and what the stage reads of the host's cluster plan (plan, the host's own unless own_plan
-    is false; plan_inputs)."""
+    is false; plan_inputs), and with network membership the current period of a stage renewed every so often
+    (renew_every_s; now: the time, default time.time())."""
     facts = input_facts(facts or {})
+    network = isinstance(plan, Mapping) and (plan.get("cluster") or {}).get("membership") == "network"
+    now = time.time() if now is None else now
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
     for item in these:
@@ -601,6 +614,8 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None,
         planned = plan_inputs(plan, keys, own_plan) if keys is not None else None
         if planned is not None:
             inputs["plan"] = planned
+        if item.renew_every_s and network:
+            inputs["period"] = int(now // item.renew_every_s)
         out[item.name] = digest(inputs)
     return out
 

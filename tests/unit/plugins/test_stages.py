@@ -15,6 +15,7 @@ import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import cluster_members, host_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    CERT_RENEWAL_PERIOD_S,
     FILE_ACTIONS,
     PACKAGE_ACTIONS,
     RESULT_VARS,
@@ -484,6 +485,25 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     other = {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None}
     moved = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, other)
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
+
+
+def test_with_network_membership_ssh_trust_runs_again_each_week_to_renew_its_certificates():
+    """A certificate is signed again only by a run of the SSH trust stage: with network membership the stage's inputs
+    hold the week's number, so a run in a new week applies it (and renews what ends within
+    ssh_trust_cert_renew_before) however long nothing else changed. Static membership has no certificate."""
+    cluster = {"groups": {"ray_head": ["h"]}, "members": None}
+    week = CERT_RENEWAL_PERIOD_S
+    for membership, renewed in (("network", True), ("static", False)):
+        plan = {"host": {}, "cluster": {"membership": membership}}
+
+        def at(t, plan=plan):
+            return inputs_digests("code", {}, {}, cluster, plan=plan, now=t)
+
+        monday = 100 * week + 3600
+        assert at(monday) == at(monday + week - 7200), "the same week: no stage runs again"
+        later = at(monday + week)
+        assert (later["ssh_trust"] != at(monday)["ssh_trust"]) is renewed, membership
+        assert {name for name in later if later[name] != at(monday)[name]} <= {"ssh_trust"}
 
 
 def test_a_members_new_host_key_or_address_is_an_input_of_ssh_trust_but_its_docker0_is_none():
