@@ -130,8 +130,8 @@ class ActionModule(ActionBase):
         found["waited"] = round(time.monotonic() - started, 1)
         if found.get("lock") == "taken_over":
             replaced = found.get("replaced") or {}
-            self._display.warning("Took over the converge lock of %s: %s." % (describe(replaced),
-                                                                               replaced.get("reason", "")))
+            reason = replaced.get("reason", "")
+            self._display.warning("Took over the converge lock of %s: %s." % (describe(replaced), reason))
         result.update(found)
         return result
 

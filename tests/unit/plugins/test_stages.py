@@ -499,10 +499,10 @@ def test_with_network_membership_ssh_trust_runs_again_each_week_to_renew_its_cer
     cluster = {"groups": {"ray_head": ["h"]}, "members": None}
     week = CERT_RENEWAL_PERIOD_S
     for membership, renewed in (("network", True), ("static", False)):
-        plan = {"host": {}, "cluster": {"membership": membership}}
 
-        def at(t, plan=plan):
-            return inputs_digests("code", {}, {}, cluster, plan=plan, now=t)
+        def at(t, membership=membership):
+            return inputs_digests("code", {}, {}, cluster, plan={"host": {}, "cluster": {"membership": membership}},
+                                  now=t)
 
         monday = 100 * week + 3600
         assert at(monday) == at(monday + week - 7200), "the same week: no stage runs again"
