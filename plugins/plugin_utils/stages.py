@@ -13,7 +13,7 @@ A stage's record on a host (written by rayfleet.cluster.stage_record when the st
     nftables tables), taken from the results of the tasks that ran, with each item's state at that moment;
   - the digests of the records of its upstream stages at that moment (the ray stage reads what the nccl stage wrote).
 A stage runs on a host when it has no record there, its inputs changed, an item drifted, an upstream stage's record
-changed since, or (the ray stage) when it runs on the head.
+changed since, or (cluster-scoped stages) when it runs on any host.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class Stage:
     # stages whose record this one reads: a change there makes this one run ("<stage>:<kind>": only that stage's
     # items of that kind, upstream_spec)
     upstream: tuple[str, ...] = ()
-    # host: runs on the hosts that need it; head: on every host of its play when the head (group ray_head) needs it
+    # host: runs on the hosts that need it; cluster: on every host of its play when any needs it;
+    # head: on every host of its play when the head (group ray_head) needs it
     scope: str = "host"
     # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
     # HEAD, the host's own groups and the hosts of group ray_head (who holds the cluster key, which host is the
@@ -74,9 +75,7 @@ STAGES = (
     Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
     Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
     Stage("firewall", ("firewall",), cluster_inputs=HEAD, tags=("firewall", "security")),
-    # a member's host key and address are plan inputs (static membership's known_hosts and from=); with network
-    # membership none: a host that joins runs it alone
-    Stage("ssh_trust", ("ssh_trust",), cluster_inputs=HEAD, tags=("ssh", "ssh_trust"),
+    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust"),
           renew_every_s=CERT_RENEWAL_PERIOD_S),
     # the exports' clients are the plan's sources: every member's address, or the networks (network membership)
     Stage("nfs_server", ("nfs_server",), cluster_inputs=HEAD, plan_reads=("cluster.sources",), groups=("nfs_server",),
@@ -805,7 +804,12 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
     mine = _own_verdict(name, host, drift, records_now)
     if mine[0]:
         return mine
-    if STAGE_BY_NAME[name].scope == "head":
+    scope = STAGE_BY_NAME[name].scope
+    if scope == "cluster":
+        for other in play_hosts:
+            if other != host and _own_verdict(name, other, drift, records_now)[0]:
+                return True, "it runs on %s, and this stage runs on every host together" % other
+    elif scope == "head":
         for head in group_heads:
             if head != host and head in play_hosts and _own_verdict(name, head, drift, records_now)[0]:
                 return True, "it runs on the head %s" % head
@@ -842,11 +846,11 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
     """The stages that may run on host in this run, in order (None without a drift check: all of them).
 
     A stage's gate decides when its play comes, after the earlier stages wrote their records: a stage runs on a host
-    where an upstream stage ran and changed its record, and a stage that runs on the head (scope head) runs on the
-    others. Before any stage ran this is not known yet, so a stage counts here when it may run: its own verdict now,
-    or an upstream stage that may run on the host, or (scope head) the head where it may run. Every stage a gate will
-    run is in this list; a host with an empty list is settled, and the stage plays leave it without asking their
-    gates."""
+    where an upstream stage ran and changed its record, and a stage that runs on the head (or, for the stages that run
+    on every host together, on any host) runs on the others. Before any stage ran this is not known yet, so a stage
+    counts here when it may run: its own verdict now, or an upstream stage that may run on the host, or (by the
+    stage's scope) the head or any other host where it may run. Every stage a gate will run is in this list; a host
+    with an empty list is settled, and the stage plays leave it without asking their gates."""
     if not drift.get(host):
         return None
     seen = {}
@@ -863,8 +867,12 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
         if (name, other) not in seen:
             seen[name, other] = False
             found = may_own(name, other)
-            if not found and STAGE_BY_NAME[name].scope == "head":
-                found = any(may_own(name, head) for head in group_heads if head != other and head in play_hosts)
+            scope = STAGE_BY_NAME[name].scope
+            if not found:
+                if scope == "cluster":
+                    found = any(may_own(name, peer) for peer in play_hosts if peer != other)
+                elif scope == "head":
+                    found = any(may_own(name, head) for head in group_heads if head != other and head in play_hosts)
             seen[name, other] = found
         return seen[name, other]
 
@@ -880,7 +888,7 @@ def roles_to_check(running):
 
 def drift_summary(checked):
     """One line per stage of a drift_check result: whether the stage would run on the host and why (this host's
-    records only; site.yml's gates also follow a stage that runs on the head)."""
+    records only; site.yml's gates also follow stages that run on the head or on every host together)."""
     lines = []
     for item in STAGES:
         if item.name not in (checked.get("stages") or {}):

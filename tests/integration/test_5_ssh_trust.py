@@ -123,31 +123,6 @@ def test_rotation_replaces_the_key_everywhere(request):
         assert cmd.rc == 0, f"head -> {name} with the new key failed: {cmd.stderr}"
 
 
-def test_a_lost_controller_key_is_not_made_again_for_one_host_alone(request):
-    """The stage runs where something of it drifted: with the controller's key pair gone, a new one made for that
-    host alone would split the cluster's trust. The run refuses, naming the key and the hosts, and changes nothing;
-    with the key back it converges."""
-    worker = next(name for name in inventory_ips(request) if not name.endswith("head"))
-    moved = [KEY.with_name(KEY.name + suffix) for suffix in ("", ".pub")]
-    aside = [path.with_name(path.name + ".aside") for path in moved]
-    podman("exec", container(worker), "sh", "-c", f"echo '# edited' >> {HOME}/.ssh/config")
-    for path, kept in zip(moved, aside):
-        path.rename(kept)
-    try:
-        proc = run_site()
-        assert proc.returncode != 0, proc.stdout[-3000:]
-        said = " ".join(proc.stdout.split())
-        assert f"/{KEY.name} is missing on this controller, and the SSH trust stage runs on {worker} only" in said, (
-            proc.stdout[-3000:])
-        assert not KEY.exists(), "a key was made for one host"
-    finally:
-        for path, kept in zip(moved, aside):
-            kept.rename(path)
-    proc = run_site()
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "# edited" not in podman("exec", container(worker), "cat", f"{HOME}/.ssh/config")
-
-
 def test_password_logins_are_off(host):
     """sshd's effective settings, and a real password attempt: the server offers public keys only."""
     import paramiko

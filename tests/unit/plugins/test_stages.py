@@ -27,7 +27,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     inputs_digests,
     items_of_task_result,
     merge_items,
-    running_stages,
     short_action,
     spool_write,
     spooled_items,
@@ -411,19 +410,15 @@ def test_an_upstream_record_that_changed_since_makes_the_stage_run():
     )
 
 
-def test_ssh_trust_runs_where_it_drifted_alone_and_the_ray_stage_follows_the_head():
-    """A member's SSH trust reads nothing of the others but what its plan inputs name (static membership's member
-    list): one host's drift, or a host that joins with network membership, runs the stage there alone."""
+def test_cluster_scoped_stages_run_everywhere_and_the_ray_stage_follows_the_head():
     drift = {
         "h": _checked(ssh_trust=CLEAN, ray=dict(CLEAN, inputs_changed=True)),
         "w1": _checked(ssh_trust=dict(CLEAN, drifted=["file:/x"]), ray=CLEAN),
         "w2": _checked(ssh_trust=CLEAN, ray=CLEAN),
     }
     hosts = ["h", "w1", "w2"]
-    assert stage_verdict("ssh_trust", "w1", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
-    assert stage_verdict("ssh_trust", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
-    assert stage_verdict("ssh_trust", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
-    assert running_stages("w2", drift, {}, group_heads=["h"], play_hosts=hosts) == ["ray"]
+    assert stage_verdict("ssh_trust", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict("ssh_trust", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
     assert stage_verdict("ray", "w2", drift, {}, group_heads=["h"], play_hosts=hosts) == (True, "it runs on the head h")
     # a worker's ray stage does not make the head's run
     drift["h"]["stages"]["ray"] = CLEAN
@@ -885,11 +880,11 @@ def test_a_host_is_settled_only_when_no_earlier_stage_can_bring_a_stage_to_it():
     assert running("w2") == ["ray", "ml"]
     drift = cluster()
     drift["w1"]["stages"]["ssh_trust"] = dict(CLEAN, inputs_changed=True)
-    assert running("w1") == ["ssh_trust"]
-    assert running("w2") == [], "one host's SSH trust brings no other host's"
+    assert running("w2") == ["ssh_trust"]
+    assert running("w2", ["h", "w2"]) == []
     drift = cluster()
-    del drift["w1"]  # not checked: every stage may run there, and on the others none
-    assert running("w2") == []
+    del drift["w1"]  # not checked: its SSH trust stage runs, so every host's does
+    assert running("w2") == ["ssh_trust"]
     drift = cluster()
     drift["w1"]["stages"]["checkpoint_store"] = dict(CLEAN, drifted=["file:/etc/rayfleet/store.json"])
     assert running("w1") == ["checkpoint_store", "ray", "ml"]
