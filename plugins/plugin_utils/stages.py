@@ -109,6 +109,7 @@ VALIDATE = "validate"
 RUN_OPTIONS = frozenset({
     "rayfleet_full", "rayfleet_gpu_serial", "rayfleet_max_unreachable", "ray_wait_timeout",
     "nvidia_driver_reboot_timeout", "rayfleet_lock_wait", "rayfleet_lock_stale_after", "rayfleet_lock_break",
+    "rayfleet_converge_lock",
 })
 # Facts a stage's result depends on: a new kernel or distribution makes every stage run again; a new address, the
 # stages that read addresses (ADDRESS_FACTS)
