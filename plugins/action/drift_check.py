@@ -11,6 +11,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     drift_summary,
     host_inputs,
     record_dir,
+    renderer,
     upstream_views,
 )
 
@@ -25,7 +26,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         host = task_vars["inventory_hostname"]
-        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}))
+        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}), template=renderer(self._templar))
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
         module_args = {"stages": inputs, "directory": directory, "views": upstream_views()}
         result.update(self._execute_module(module_name="rayfleet.cluster.drift_check", module_args=module_args,

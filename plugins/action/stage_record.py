@@ -11,11 +11,11 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     StageError,
-    collection_root,
     host_inputs,
     merge_items,
     partial_run,
     record_dir,
+    renderer,
     spooled_changed,
     spooled_items,
     stage,
@@ -53,8 +53,7 @@ class ActionModule(ActionBase):
             result.update(settle("aside"))
             return result
         items = spooled_items(host, this.name)
-        partial = partial_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"),
-                              collection_root())
+        partial = partial_run(task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"))
         if items is None or partial:
             # no record written; a record this run set aside at the stage's start goes back only if the stage
             # changed nothing on the host
@@ -72,7 +71,8 @@ class ActionModule(ActionBase):
             result.update(changed=False, written=False, skipped=True, state=settled.get("state"),
                           moved=settled.get("moved"), skip_reason="no record written: %s" % why)
             return result
-        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}), only=this.name)[this.name]
+        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}), only=this.name,
+                             template=renderer(self._templar))[this.name]
         module_args = {
             "stage": this.name,
             "inputs": inputs,

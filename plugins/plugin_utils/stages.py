@@ -7,18 +7,18 @@ Pure Python, run on the controller (by the stage_items callback and the drift_ch
 actions); unit-tested as functions.
 
 A stage's record on a host (written by rayfleet.cluster.stage_record when the stage finishes there) holds:
-  - the digest of the stage's inputs (the collection's code, the host's variables and facts it reads, the cluster's
-    members for stages that read them);
+  - the digest of the stage's inputs, as the stage table declares them (its code, the host's variables its roles'
+    argument specs declare and those it names, the facts, what it reads of the cluster plan, the controller files
+    it installs);
   - the items the stage managed there (files, units, packages, pip packages, mounts, users, groups, kernel modules,
     nftables tables), taken from the results of the tasks that ran, with each item's state at that moment;
   - the digests of the records of its upstream stages at that moment (the ray stage reads what the nccl stage wrote).
 A stage runs on a host when it has no record there, its inputs changed, an item drifted, an upstream stage's record
-changed since, or (cluster-scoped stages) when it runs on any host.
+changed since, or (the ray stage) when it runs on the head.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -26,6 +26,14 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import yaml
+
+try:  # ansible-core 2.19+: only text trusted as a template is rendered
+    from ansible.template import trust_as_template
+except ImportError:  # older ansible-core renders any text
+    def trust_as_template(value):
+        return value
 
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import item_key, upstream_spec
 
@@ -39,23 +47,37 @@ MEMBERS = "members"
 
 @dataclass(frozen=True)
 class Stage:
+    """One stage of site.yml, and its inputs, declared: nothing about a stage is read from its code's text."""
     name: str
+    # the roles its play applies
     roles: tuple[str, ...]
+    # the playbook (under playbooks/) that holds its play
+    playbook: str
+    # other roles whose tasks its roles include: their code is the stage's code, and the variables of their argument
+    # specs are its inputs, as its own roles' are
+    uses: tuple[str, ...] = ()
+    # variables of other roles' argument specs, and the inventory's own variables, that its roles and play read
+    reads: tuple[str, ...] = ()
+    # what it reads of the cluster plan: 'host.<key>', 'cluster.<key>', or a section whole ('host', 'cluster')
+    plan: tuple[str, ...] = ()
+    # whether it reads the host's default addresses (facts) other than through the cluster plan
+    addresses: bool = False
+    # files on the controller it puts on its hosts, each a variable naming a path and a suffix to it (the key pair
+    # at ssh_trust_key_path is read as <path>.pub): their contents are its inputs
+    files: tuple[tuple[str, str], ...] = ()
     # stages whose record this one reads: a change there makes this one run ("<stage>:<kind>": only that stage's
     # items of that kind, upstream_spec)
     upstream: tuple[str, ...] = ()
-    # host: runs on the hosts that need it; cluster: on every host of its play when any needs it;
-    # head: on every host of its play when the head (group ray_head) needs it
+    # host: runs on the hosts that need it; head: on every host of its play when the head (group ray_head) needs it
     scope: str = "host"
-    # what the stage's inputs take from the other hosts besides what it reads of the cluster plan (plan_inputs):
-    # HEAD, the host's own groups and the hosts of group ray_head (who holds the cluster key, which host is the
-    # head, the default monitoring host: a worker that joins or leaves changes neither on the other hosts);
-    # MEMBERS, the contract groups whole and the plan's cluster section whole (a stage that reads other hosts'
-    # variables, as the submit hosts' plan does); None: nothing
+    # what the stage's inputs take from the other hosts besides what it reads of the cluster plan: HEAD, the host's
+    # own contract groups and the hosts of group ray_head (who holds the cluster key, which host is the head, the
+    # default monitoring host: a worker that joins or leaves changes neither on the other hosts); MEMBERS, the
+    # contract groups whole and the plan's cluster section whole (a stage that reads other hosts' variables, as the
+    # submit hosts' plan does); None: nothing
     cluster_inputs: str | None = None
-    # what it reads of the cluster plan, declared (plan_inputs' keys), in place of what its code's text suggests: for a
-    # stage whose plugin reads the plan in Python, where the text names the plan whole
-    plan_reads: tuple[str, ...] | None = None
+    # its role installs the collection itself: the whole collection is its code
+    whole_collection: bool = False
     # the inventory groups its play targets
     groups: tuple[str, ...] = ("ray_head", "ray_worker")
     # the tags of its play's tasks (--tags naming one of them runs some of the stage)
@@ -70,28 +92,71 @@ class Stage:
 # ssh_trust_cert_renew_before (4 weeks by default; at least 2 weeks is safe)
 CERT_RENEWAL_PERIOD_S = 7 * 86400
 
+# The Ray ports the firewall opens: the ray role's settings, read by the firewall role's defaults
+_RAY_PORTS = ("ray_gcs_port", "ray_client_server_port", "ray_dashboard_port", "ray_dashboard_agent_grpc_port",
+              "ray_dashboard_agent_listen_port", "ray_metrics_export_port", "ray_min_worker_port",
+              "ray_max_worker_port", "ray_node_manager_port", "ray_object_manager_port", "ray_runtime_env_agent_port")
+# Where pip finds the ML wheels (an offline site's wheelhouse), read by every role that installs into the Ray venv
+_WHEELHOUSE = ("pytorch_find_links", "pytorch_no_index")
+
 STAGES = (
-    Stage("common", ("common",), tags=("common", "base")),
-    Stage("gpu", ("nvidia_driver", "cuda", "rocm"), groups=("gpu",), tags=("gpu", "nvidia_driver", "cuda", "rocm")),
-    Stage("nccl", ("nccl",), upstream=("gpu",), tags=("gpu", "nccl")),
-    Stage("firewall", ("firewall",), cluster_inputs=HEAD, tags=("firewall", "security")),
-    Stage("ssh_trust", ("ssh_trust",), scope="cluster", cluster_inputs=HEAD, tags=("ssh", "ssh_trust"),
-          renew_every_s=CERT_RENEWAL_PERIOD_S),
+    Stage("common", ("common",), "base.yml", reads=("ray_limit_nofile",), tags=("common", "base")),
+    Stage("gpu", ("nvidia_driver", "cuda", "rocm"), "gpu.yml", reads=("common_user", "ray_state"), groups=("gpu",),
+          tags=("gpu", "nvidia_driver", "cuda", "rocm")),
+    Stage("nccl", ("nccl",), "gpu.yml", uses=("nvidia_driver",),
+          reads=(*_WHEELHOUSE, "ray_cluster_name", "ray_state", "ray_venv_dir"), upstream=("gpu",),
+          tags=("gpu", "nccl")),
+    Stage("firewall", ("firewall",), "firewall.yml",
+          reads=(*_RAY_PORTS, "ray_cluster_name", "monitoring_node_exporter_port", "monitoring_dcgm_exporter_port",
+                 "nfs_server_enabled", "nfs_server_port", "nfs_server_extra_clients"),
+          plan=("cluster.sources", "host.any_role_units", "host.extra_ports"), cluster_inputs=HEAD,
+          tags=("firewall", "security")),
+    # static membership: every member's host key and address are plan inputs (known_hosts, from=); network
+    # membership: none, so a host that joins runs the stage alone. The cluster key pair and the certificate
+    # authority live on the controller: a new or restored one runs the stage on every host.
+    Stage("ssh_trust", ("ssh_trust",), "ssh.yml", reads=("common_user", "ray_membership"),
+          plan=("cluster.known_hosts", "cluster.membership", "cluster.sources", "host.node_ip"), addresses=True,
+          files=(("ssh_trust_key_path", ".pub"), ("ssh_trust_key_path", "-cert.pub"),
+                 ("ssh_trust_ca_key_path", ".pub")),
+          cluster_inputs=HEAD, tags=("ssh", "ssh_trust"), renew_every_s=CERT_RENEWAL_PERIOD_S),
     # the exports' clients are the plan's sources: every member's address, or the networks (network membership)
-    Stage("nfs_server", ("nfs_server",), cluster_inputs=HEAD, plan_reads=("cluster.sources",), groups=("nfs_server",),
+    Stage("nfs_server", ("nfs_server",), "storage.yml",
+          reads=("common_user", "common_group", "ray_membership", "ray_cluster_networks", "ray_node_ip",
+                 "ray_node_instances", "shared_storage_on_degraded"),
+          plan=("cluster.sources",), addresses=True, cluster_inputs=HEAD, groups=("nfs_server",),
           tags=("storage", "nfs_server")),
-    Stage("shared_storage", ("shared_storage",), tags=("storage", "shared_storage")),
-    Stage("checkpoint_store", ("checkpoint_store",), tags=("storage", "checkpoint_store")),
-    Stage("ray", ("ray",), upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=HEAD,
-          tags=("ray",)),
+    Stage("shared_storage", ("shared_storage",), "storage.yml",
+          reads=("common_user", "common_user_uid", "common_group", "common_group_gid", "ray_state"), addresses=True,
+          tags=("storage", "shared_storage")),
+    Stage("checkpoint_store", ("checkpoint_store",), "storage.yml",
+          reads=(*_WHEELHOUSE, "ray_cluster_name", "ray_service_user", "ray_service_group", "ray_venv_dir",
+                 "shared_storage_mounts", "shared_storage_on_degraded"),
+          tags=("storage", "checkpoint_store")),
+    # the host's plan whole, and of the cluster only the head (no other member's address or key: a member that
+    # joins or leaves changes nothing in it)
+    Stage("ray", ("ray",), "ray.yml", uses=("checkpoint_store", "logs"),
+          reads=(*_WHEELHOUSE, "rayfleet_spot", "nccl_socket_ifname", "shared_storage_mounts", "monitoring_enabled",
+                 "monitoring_grafana", "monitoring_grafana_listen", "monitoring_prometheus_listen",
+                 "preflight_allow_missing", "preflight_max_bytes", "preflight_pair_bytes", "preflight_pair_ratio"),
+          plan=("host",), addresses=True,
+          upstream=("gpu", "nccl", "checkpoint_store"), scope="head", cluster_inputs=HEAD, tags=("ray",)),
     # the ML libraries install into the Ray venv: they read the packages the ray stage installs there, not its units
     # or settings
-    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), upstream=("gpu", "ray:pip"),
-          tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
-    Stage("monitoring", ("monitoring",), cluster_inputs=HEAD, tags=("monitoring",)),
-    Stage("submit_host", ("submit_host",), cluster_inputs=MEMBERS, groups=("ray_submit",), tags=("submit_host",)),
+    Stage("ml", ("pytorch", "nccl", "apex", "checkpoint_store"), "ml.yml", uses=("nvidia_driver",),
+          reads=("ray_cluster_name", "ray_service_user", "ray_service_group", "ray_state", "ray_venv_dir",
+                 "shared_storage_mounts"),
+          upstream=("gpu", "ray:pip"), tags=("ml", "pytorch", "nccl", "apex", "checkpoint_store")),
+    Stage("monitoring", ("monitoring",), "monitoring.yml", uses=("nvidia_driver",),
+          reads=("ray_cluster_name", "ray_state", "ray_venv_dir", "rayfleet_cluster"),
+          plan=("cluster.membership", "cluster.scrape", "host.config_paths", "host.instances", "host.node_ip"),
+          cluster_inputs=HEAD, tags=("monitoring",)),
+    Stage("submit_host", ("submit_host",), "submit_host.yml", uses=("common",),
+          reads=("ray_cluster_name", "ray_limit_nofile", "preflight_state_path"), cluster_inputs=MEMBERS,
+          whole_collection=True, groups=("ray_submit",), tags=("submit_host",)),
 )
 STAGE_BY_NAME = {stage.name: stage for stage in STAGES}
+# Every tag of the stages' plays: --skip-tags naming one leaves part of a stage out
+STAGE_TAGS = frozenset(tag for stage in STAGES for tag in stage.tags)
 
 
 def upstream_views(name=None):
@@ -112,23 +177,27 @@ RUN_OPTIONS = frozenset({
     "rayfleet_converge_lock",
 })
 # Facts a stage's result depends on: a new kernel or distribution makes every stage run again; a new address, the
-# stages that read addresses (ADDRESS_FACTS)
+# stages that read addresses (Stage.addresses)
 INPUT_FACTS = ("distribution", "distribution_version", "architecture", "kernel", "default_ipv4", "default_ipv6")
 ADDRESS_FACTS = ("default_ipv4", "default_ipv6")
 # Parts of the default addresses' facts no stage reads, which may change when a host boots (a container's or a VM's
 # MAC address is new on every start): they are no input
 VOLATILE_ADDRESS_FACTS = frozenset({"macaddress"})
-# Variables the collection's roles and playbooks set from results (register, set_fact): outputs, not inputs
-RESULT_VARS = frozenset({
-    "preflight_gpu", "preflight_ssh", "ray_cluster_state", "ray_node_result", "shared_storage_status", "submit_job",
-    "bake_result", "bake_versions", "image_cleanup_report", "nvidia_driver_reboot_pending",
-})
 # The inventory groups the stages' plays target
 CONTRACT_GROUPS = ("ray_head", "ray_worker", "gpu", "nfs_server", "monitoring", "ray_submit")
-# The collection's code that decides what the stages apply
+# The collection's code (code_files)
 CODE_DIRS = ("roles", "plugins", "playbooks", "library_py")
 CODE_FILES = ("site.yml",)
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".md")
+# The code every stage shares: the plugins its roles call and the node library its hosts run
+SHARED_CODE = ("plugins/", "library_py/", "playbooks/site.yml", "site.yml")
+# The machinery's own code: it decides whether a stage runs and what its record says, and applies nothing
+MACHINERY_FILES = frozenset({
+    "plugins/plugin_utils/stages.py", "plugins/module_utils/stage_state.py", "plugins/callback/stage_items.py",
+    "plugins/doc_fragments/stage_records.py",
+    *("plugins/%s/%s.py" % (kind, name) for kind in ("action", "modules")
+      for name in ("stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy", "converge_lock")),
+})
 
 
 class StageError(Exception):
@@ -185,42 +254,59 @@ def code_digest(root) -> str:
     return files_digest(root, code_files(root))
 
 
-_TAGS = re.compile(r"^\s*tags:\s*\[([^\]]*)\]", re.M)
+def stage_code(root):
+    """{stage: digest of its code}: the directories of its roles and of the roles they use, its playbook, and the
+    code every stage shares (the plugins and the node library, without the machinery's own code, which decides
+    whether a stage runs and applies nothing). A stage whose role installs the collection takes the whole
+    collection's digest."""
+    files = code_files(root)
+    rel = {path: os.path.relpath(path, root) for path in files}
+    shared = [path for path in files if rel[path].startswith(SHARED_CODE) and rel[path] not in MACHINERY_FILES]
+    sums = {}
+    out = {}
+    for item in STAGES:
+        if item.whole_collection:
+            out[item.name] = files_digest(root, files, sums)
+            continue
+        dirs = tuple("roles/%s/" % role for role in item.roles + item.uses)
+        mine = [path for path in files if rel[path].startswith(dirs) or rel[path] == "playbooks/" + item.playbook]
+        out[item.name] = files_digest(root, shared + mine, sums)
+    return out
 
 
-def collection_tags(root):
-    """Every tag the collection's playbooks and roles put on plays, roles and tasks."""
-    tags = set()
-    for top in ("playbooks", "roles"):
-        for path in glob.glob(os.path.join(root, top, "**", "*.yml"), recursive=True):
-            with open(path) as handle:
-                for match in _TAGS.finditer(handle.read()):
-                    tags.update(tag.strip().strip("'\"") for tag in match.group(1).split(","))
-    return tags - {"always", ""}
+def role_variables(root, role):
+    """The variables role declares in meta/argument_specs.yml (all its entry points)."""
+    with open(os.path.join(root, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        specs = (yaml.safe_load(handle) or {}).get("argument_specs") or {}
+    return frozenset(name for entry in specs.values() for name in (entry.get("options") or {}))
 
 
-def partial_run(run_tags, skip_tags, root):
-    """Why a run applies only part of the stages (--tags, or --skip-tags naming one of the collection's tags), or
-    None. A partial run writes no record: it cannot vouch for what it left out."""
-    if list(run_tags or ["all"]) != ["all"]:
-        return "--tags %s" % ",".join(run_tags)
-    skipped = sorted(set(skip_tags or ()) & collection_tags(root))
-    if skipped:
-        return "--skip-tags %s" % ",".join(skipped)
+def stage_variables(root):
+    """{stage: the variables it reads}: those its roles and the roles they use declare in their argument specs, and
+    those it declares it reads (Stage.reads), less the run options."""
+    specs = {}
+    out = {}
+    for item in STAGES:
+        names = set(item.reads)
+        for role in item.roles + item.uses:
+            if role not in specs:
+                specs[role] = role_variables(root, role)
+            names |= specs[role]
+        out[item.name] = frozenset(names - RUN_OPTIONS)
+    return out
+
+
+def role_default(root, item, variable):
+    """The default of one of stage item's variables, as its roles' defaults/main.yml writes it (a template), or
+    None."""
+    for role in item.roles + item.uses:
+        path = os.path.join(root, "roles", role, "defaults", "main.yml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                defaults = yaml.safe_load(handle) or {}
+            if variable in defaults:
+                return defaults[variable]
     return None
-
-
-def variable_prefixes(role_names):
-    """The prefixes of the variables the collection's roles read: <role>_ for every role, and rayfleet_."""
-    return tuple(sorted({"%s_" % name for name in role_names} | {"rayfleet_"}))
-
-
-def input_vars(variables, prefixes):
-    """The host's variables a stage reads: those with a collection prefix, minus the run options."""
-    return {
-        key: value for key, value in variables.items()
-        if key.startswith(prefixes) and key not in RUN_OPTIONS and key not in RESULT_VARS
-    }
 
 
 def input_facts(facts):
@@ -261,11 +347,25 @@ def record_dir(hostvars, host):
     return os.path.join(RECORD_DIR, re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "default")
 
 
+def partial_run(run_tags, skip_tags):
+    """Why a run applies only part of the stages (--tags, or --skip-tags naming one of the stages' tags), or None. A
+    partial run writes no record: it cannot vouch for what it left out."""
+    if list(run_tags or ["all"]) != ["all"]:
+        return "--tags %s" % ",".join(run_tags)
+    skipped = sorted(set(skip_tags or ()) & STAGE_TAGS)
+    if skipped:
+        return "--skip-tags %s" % ",".join(skipped)
+    return None
+
+
 # What a run reads from the plan without it being the cluster's configuration (the hosts a run goes on without)
 RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
 # What the cluster plan holds for one stage alone: an input of the stages that name it (plan_inputs), not of every
 # stage that reads the cluster (the members' exporter settings are the monitoring host's scrape targets)
 NAMED_ONLY_PLAN_KEYS = ("scrape",)
+# The cluster plan: the ray role's plan tasks register it, and the drift check's play computes it for every member
+# before it compares the hosts with their records
+CLUSTER_PLAN = "__ray_plan_result"
 
 
 def cluster_inputs(groups, cluster):
@@ -282,214 +382,10 @@ def cluster_inputs(groups, cluster):
     }
 
 
-def _site_playbooks(root):
-    """The playbooks site.yml imports (playbooks/site.yml): those whose plays are the stages (bake.yml's plays apply
-    some of the same roles, for an image)."""
-    with open(os.path.join(root, "playbooks", "site.yml")) as handle:
-        names = re.findall(r"^\s*(?:ansible\.builtin\.)?import_playbook:\s*(\S+)\s*$", handle.read(), re.M)
-    return sorted(os.path.join(root, "playbooks", name) for name in names)
-
-
-_STAGE_FILES = {}
-
-
-def _stage_files(root, item, code):
-    """The texts of the collection's files that decide what stage `item` applies: the playbooks that gate it, its
-    roles and every role those include (rayfleet.cluster.<role>), the action plugins they call (an action reads its
-    settings from the task's arguments, named in the roles, or from the host's plan), and the cluster plan's tasks
-    where the stage includes those alone. Read once per code digest."""
-    return _stage_files_and_plan(root, item, code)[0]
-
-
-def _stage_own_files(root, item, code):
-    """_stage_files without those read only for the cluster plan: the files whose names are the stage's inputs."""
-    texts, plan_paths = _stage_files_and_plan(root, item, code)
-    return {path: text for path, text in texts.items() if path not in plan_paths}
-
-
-def _stage_files_and_plan(root, item, code):
-    key = (root, code, item.name)
-    if key not in _STAGE_FILES:
-        _STAGE_FILES[key] = _read_stage_files(root, item)
-    return _STAGE_FILES[key]
-
-
-def _read_stage_files(root, item):
-    """{path: text} of the files that decide what stage `item` applies, and the paths among them read only for the
-    cluster plan: a stage that includes the ray role's plan tasks alone (tasks_from: plan) reads the plan's result,
-    which the drift check's play computes before any stage, not the ray role's variables."""
-    texts = {}
-    called = set()  # the names of the collection's plugins and roles the texts read so far name
-
-    def read(path, text=None):
-        if path not in texts:
-            if text is None:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-            texts[path] = text
-            mentions = _PLUGIN_CALL.findall(text)
-            plan_only = [name for name in _PLAN_INCLUDE.findall(text) if name == CLUSTER_PLAN_ROLE]
-            called.update(name for name in set(mentions) if mentions.count(name) > plan_only.count(name))
-
-    gate = re.compile(r"stage_gate:\s*\n\s*stage:\s*%s\s*$" % re.escape(item.name), re.M)
-    for path in _site_playbooks(root):
-        with open(path) as handle:
-            text = handle.read()
-        if gate.search(text):
-            # of a playbook that holds several stages, the plays of this one and those of none (their facts, the
-            # plan); the whole file is the stage's code either way
-            head, *plays = _PLAY_START.split(text)
-            read(path, "".join([head, *("- " + play for play in plays
-                                        if gate.search(play) or not _ANY_GATE.search(play))]))
-    roles, todo = set(), list(item.roles)
-    while todo:
-        role = todo.pop()
-        if role in roles:
-            continue
-        roles.add(role)
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, "roles", role)):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            for name in sorted(filenames):
-                if not name.endswith(SKIPPED_SUFFIXES):
-                    read(os.path.join(dirpath, name))
-        todo.extend(name for name in called if os.path.isdir(os.path.join(root, "roles", name)))
-    for name in sorted(called - STAGE_MACHINERY):
-        path = os.path.join(root, "plugins", "action", "%s.py" % name)
-        if os.path.isfile(path):
-            read(path)
-    # the cluster plan's own code, where the stage includes it alone: part of the stage's code, not of what it reads
-    plan_paths = set()
-    if CLUSTER_PLAN_ROLE not in roles and any(CLUSTER_PLAN_ROLE in _PLAN_INCLUDE.findall(t) for t in texts.values()):
-        plan_task = os.path.join(root, "roles", CLUSTER_PLAN_ROLE, "tasks", "plan.yml")
-        with open(plan_task, encoding="utf-8") as handle:
-            plan_text = handle.read()
-        plan_paths.add(plan_task)
-        texts[plan_task] = plan_text
-        for name in sorted(set(_PLUGIN_CALL.findall(plan_text)) - STAGE_MACHINERY):
-            path = os.path.join(root, "plugins", "action", "%s.py" % name)
-            if os.path.isfile(path) and path not in texts:
-                with open(path, encoding="utf-8") as handle:
-                    texts[path] = handle.read()
-                plan_paths.add(path)
-    return texts, frozenset(plan_paths)
-
-
-_PLUGIN_CALL = re.compile(r"\brayfleet\.cluster\.(\w+)")
-# The cluster plan: the ray role's plan tasks register it, and the drift check's play computes it for every member
-# before it compares the hosts with their records, so what a stage reads of it is one of the stage's inputs
-CLUSTER_PLAN_ROLE = "ray"
-CLUSTER_PLAN = "__ray_plan_result"
-# a play of a playbook, and a play gated by some stage
-_PLAY_START = re.compile(r"^- ", re.M)
-_ANY_GATE = re.compile(r"stage_gate:\s*\n\s*stage:")
-# an include of a role's plan tasks alone
-_PLAN_INCLUDE = re.compile(r"\bname:\s*rayfleet\.cluster\.(\w+)\s*\n\s*tasks_from:\s*plan\s*$", re.M)
-# a read of the cluster plan: one of its host's or cluster's keys, one section whole, a test whether there is one (no
-# read), or the whole of it; and where the ray role's plan tasks register it (no read)
-_PLAN_READ = re.compile(r"(?<![\w.])%s(?:\.(host|cluster)(?:\.(\w+))?|(\s+is\s+(?:not\s+)?defined\b))?"
-                        % re.escape(CLUSTER_PLAN))
-_PLAN_REGISTER = re.compile(r"\bregister:\s*%s\s*$" % re.escape(CLUSTER_PLAN), re.M)
-# the plugins every stage play calls to decide whether it runs and to record what it did: they read no setting
-STAGE_MACHINERY = frozenset({"stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy"})
-# what the machinery's own code is, besides those plugins: it decides whether a stage runs and what its record says,
-# and applies nothing
-_MACHINERY_FILES = ("plugins/plugin_utils/stages.py", "plugins/module_utils/stage_state.py",
-                    "plugins/callback/stage_items.py", "plugins/doc_fragments/stage_records.py")
-_PY_IMPORT = re.compile(r"\bansible_collections\.rayfleet\.cluster\.plugins\.(\w+)\.(\w+)")
-# a role that reads the collection's whole tree (the submit_host role installs the collection itself)
-_READS_COLLECTION = re.compile(r"role_path\s*}}/\.\./\.\./?[\"']?\s*$", re.M)
-_STAGE_CODE = {}
-
-
-def stage_code(root, code):
-    """{stage: digest of the code that decides what it applies}: its playbook, its roles and the roles they include,
-    the modules and action plugins they call with the plugin code those import, and what every stage shares (the
-    node library, the filter and test plugins, site.yml and the other playbooks). A release or an edit that changes
-    one role runs that role's stages again, not every stage; the code that only decides whether a stage runs and
-    what its record says (the drift check, the gates, the records) is no stage's. A stage whose role reads the
-    whole collection takes the whole collection's digest. Cached per code digest."""
-    key = (root, code)
-    if key in _STAGE_CODE:
-        return _STAGE_CODE[key]
-    files = code_files(root)
-    rel = {path: os.path.relpath(path, root) for path in files}
-    gating = set()
-    for item in STAGES:
-        gating.update(path for path in _stage_files(root, item, code) if rel.get(path, "").startswith("playbooks/"))
-    machinery = set(_MACHINERY_FILES) | {
-        "plugins/%s/%s.py" % (kind, name) for kind in ("action", "modules") for name in STAGE_MACHINERY}
-    shared = [path for path in files if not rel[path].startswith(("roles/", "plugins/")) and path not in gating]
-    shared += [path for path in files if rel[path].startswith(("plugins/filter/", "plugins/test/"))]
-    sums = {}
-    out = {}
-    for item in STAGES:
-        texts = _stage_files(root, item, code)
-        if any(_READS_COLLECTION.search(text) for text in texts.values()):
-            out[item.name] = code
-            continue
-        mine = {path for path in texts if not rel.get(path, "").startswith("plugins/")}
-        todo = ["plugins/%s/%s.py" % (kind, name)
-                for name in {name for text in texts.values() for name in _PLUGIN_CALL.findall(text)}
-                for kind in ("action", "modules")]
-        seen = set()
-        while todo:
-            path = todo.pop()
-            full = os.path.join(root, path)
-            if path in seen or path in machinery or not os.path.isfile(full):
-                continue
-            seen.add(path)
-            mine.add(full)
-            with open(full, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-            # the plugin code it imports, and the modules it names (an action plugin runs its module by name)
-            todo.extend("plugins/%s/%s.py" % found for found in _PY_IMPORT.findall(text))
-            todo.extend("plugins/%s/%s.py" % (kind, name) for name in _PLUGIN_CALL.findall(text)
-                        for kind in ("action", "modules"))
-        out[item.name] = files_digest(root, set(shared) | mine, sums)
-    _STAGE_CODE[key] = out
-    return out
-
-
-_STAGE_READS = {}
-
-
-def stage_reads(root, code):
-    """{stage: (prefixes, names, plan keys)}: the variables each stage reads - every variable with the prefix of one
-    of its roles (a role may build its own variables' names, as the cluster plan builds ray_<port>_port), the whole
-    prefix of a role whose plan it reads (computed in its validate stage from that role's variables), and each other
-    collection variable its files name, rayfleet_ ones included (an inventory's per-host rayfleet_instance_id is an
-    input only of the stages that name it) - and what it reads of the cluster plan (plan_inputs): its keys named
-    ('host.extra_ports', 'cluster.sources'), a section read whole ('host'), or '*' for all of it. A stage that reads
-    the cluster plan reads the plan the drift check's play computed, not the Ray settings it came from: a Ray setting
-    that changes no key a stage reads does not run it. Computed from the collection's code (cached per code digest),
-    so a new variable in a role is an input of the stages that use it without a list to keep."""
-    key = (root, code)
-    if key not in _STAGE_READS:
-        roles = sorted(os.listdir(os.path.join(root, "roles")))
-        named = re.compile(r"(?<![\w.])(?:%s)_\w*[a-z0-9]" % "|".join(map(re.escape, [*roles, "rayfleet"])))
-        plans = re.compile(r"(?<!\w)__(%s)_plan" % "|".join(map(re.escape, roles)))
-        reads = {}
-        for item in STAGES:
-            text = "\n".join(_stage_own_files(root, item, code).values())
-            prefixes = {"%s_" % role for role in item.roles}
-            prefixes |= {"%s_" % role for role in plans.findall(_PLAN_READ.sub("", text))}
-            plan_keys = set()
-            for section, name, tested in _PLAN_READ.findall(_PLAN_REGISTER.sub("", text)):
-                if section:
-                    plan_keys.add("%s.%s" % (section, name) if name else section)
-                elif not tested:
-                    plan_keys.add("*")
-            reads[item.name] = (tuple(sorted(prefixes)), frozenset(named.findall(text)),
-                                frozenset({"*"} if "*" in plan_keys else plan_keys))
-        _STAGE_READS[key] = reads
-    return _STAGE_READS[key]
-
-
 def plan_inputs(plan, keys, own=True):
     """What a stage reads of the host's cluster plan (the ray role's plan result: {"host": ..., "cluster": ...}):
-    keys from stage_reads ('host.<key>', 'cluster.<key>', 'host' or 'cluster': that section whole, or '*': both
-    sections whole). The cluster's keys a run
-    only reads (the hosts it goes on without) are none of it; own=False (a host outside the cluster, which reads the
+    keys ('host.<key>', 'cluster.<key>', or 'host' or 'cluster': that section whole). The cluster's keys a run only
+    reads (the hosts it goes on without) are none of it; own=False (a host outside the cluster, which reads the
     head's plan) has no host section. None when the stage reads none of it."""
     if not keys:
         return None
@@ -499,8 +395,6 @@ def plan_inputs(plan, keys, own=True):
         "host": plan.get("host") if own else None,
         "cluster": {key: value for key, value in cluster.items() if key not in RUN_ONLY_PLAN_KEYS},
     }
-    if "*" in keys:
-        return sections
     out = {}
     for key in sorted(keys):
         section, name = key.split(".", 1) if "." in key else (key, "")
@@ -512,58 +406,61 @@ def plan_inputs(plan, keys, own=True):
     return out
 
 
-# What in a stage's files reads the host's addresses: the address facts, the node's IP, the cluster plan (its node IP
-# and members), the other hosts' addresses
-_READS_ADDRESSES = re.compile(
-    r"\b(?:default_ipv[46]|all_ipv[46]_addresses|ray_node_ip|node_ip|ansible_host|__ray_plan\w*|head_address)\b")
-_ADDRESS_STAGES = {}
-
-
-def address_stages(root, code):
-    """The stages whose inputs include the host's default addresses: those that read the cluster's members whole, and
-    those whose own files read an address other than through the cluster plan (computed from the collection's code,
-    cached per code digest). What a stage reads of the plan (the node's IP, the members' addresses) is its input
-    already (plan_inputs): where the inventory pins ray_node_ip, a new default address changes none of it. A host
-    whose address changes (a new DHCP lease, a node booted from a baked image) runs these again, and not the others."""
-    key = (root, code)
-    if key not in _ADDRESS_STAGES:
-        _ADDRESS_STAGES[key] = frozenset(
-            item.name for item in STAGES
-            if item.cluster_inputs == MEMBERS
-            or any(_READS_ADDRESSES.search(_PLAN_READ.sub("", text))
-                   for text in _stage_own_files(root, item, code).values()))
-    return _ADDRESS_STAGES[key]
-
-
-def stage_vars(host_vars, reads):
-    """The host's variables one stage reads ((prefixes, names, plan keys) of stage_reads)."""
-    prefixes, names = reads[:2]
-    return {key: value for key, value in host_vars.items() if key.startswith(prefixes) or key in names}
-
-
 _CODE = {}
 
 
 def collection_code(root):
-    """({stage: code digest} (stage_code), stage_reads, address_stages) of the collection at root, computed once per
-    process. The stage_items callback computes them in Ansible's main process when the playbook starts, so the worker
-    processes that run each task (forked from it) inherit them rather than each reading and hashing the collection
-    again."""
+    """({stage: code digest} (stage_code), {stage: variables} (stage_variables)) of the collection at root, computed
+    once per process. The stage_items callback computes them in Ansible's main process when the playbook starts, so
+    the worker processes that run each task (forked from it) inherit them rather than each reading and hashing the
+    collection again."""
     if root not in _CODE:
-        code = code_digest(root)
-        _CODE[root] = (stage_code(root, code), stage_reads(root, code), address_stages(root, code))
+        _CODE[root] = (stage_code(root), stage_variables(root))
     return _CODE[root]
 
 
-def host_inputs(hostvars, host, groups, only=None):
+def controller_files(item, host_vars, template=None, root=None):
+    """{'<variable><suffix>': sha256 of the file, or None where there is none} of the controller files stage item
+    puts on its hosts (Stage.files): each path is the host's variable, else its role default rendered by template
+    (the action's templar; without one, the default's text names the file)."""
+    out = {}
+    for variable, suffix in item.files:
+        key = variable + suffix
+        try:
+            if variable in host_vars:
+                base = plain(host_vars[variable])
+            else:
+                raw = role_default(root or collection_root(), item, variable)
+                base = plain(template(raw)) if template is not None and raw is not None else raw
+        except Exception as exc:  # an undefined or broken template: the error is the input
+            out[key] = {"error": type(exc).__name__}
+            continue
+        path = "%s%s" % (base, suffix) if base else None
+        if path and os.path.isfile(path):
+            with open(path, "rb") as handle:
+                out[key] = hashlib.sha256(handle.read()).hexdigest()
+        else:
+            out[key] = None
+    return out
+
+
+def renderer(templar):
+    """A function rendering a role default's text (a template the collection wrote) with templar's variables (an
+    action's: the task's host)."""
+    return lambda text: templar.template(trust_as_template(text))
+
+
+def host_inputs(hostvars, host, groups, only=None, template=None):
     """Each stage's inputs digest for host (only: that stage's, whatever groups host is in), read from Ansible's
-    hostvars (inventory, group and extra variables; no role defaults: those are code)."""
+    hostvars (inventory, group and extra variables; no role defaults: those are code), and the controller files the
+    stages put on it (template: renders a role default naming one)."""
     root = collection_root()
-    roles = os.listdir(os.path.join(root, "roles"))
     mine = hostvars[host]
-    prefixes = variable_prefixes(roles)
+    these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
+    code, variables = collection_code(root)
+    wanted = set().union(*(variables[item.name] for item in these)) if these else set()
     values = {}
-    for key in sorted(input_vars(dict.fromkeys(mine.keys()), prefixes)):
+    for key in sorted(wanted & set(mine.keys())):
         try:
             values[key] = plain(mine[key])
         except Exception as exc:  # an undefined or broken template: its text and the error are the input
@@ -579,42 +476,44 @@ def host_inputs(hostvars, host, groups, only=None):
     if isinstance(plan, Mapping):
         plan = {"host": plain(plan.get("host")), "cluster": plain(plan.get("cluster"))}
     cluster = plan["cluster"] if isinstance(plan, Mapping) else None
-    these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
-    code, reads, addresses = collection_code(root)
-    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, reads=reads,
-                          addresses=addresses, plan=plan, own_plan=own, own_groups=mine.get("group_names") or [])
+    files = {item.name: controller_files(item, mine, template, root) for item in these if item.files}
+    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, variables=variables,
+                          plan=plan, own_plan=own, own_groups=mine.get("group_names") or [], files=files)
 
 
-def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, reads=None, addresses=None, plan=None,
-                   own_plan=True, own_groups=(), now=None):
+def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, variables=None, plan=None, own_plan=True,
+                   own_groups=(), files=None, now=None):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
-    for every stage), the host's variables that stage reads (reads: from stage_reads; None: all of them) and facts
-    (the default addresses only for the stages in addresses, from address_stages; None: every stage), for the
-    stages that read them, the other hosts as the stage takes them (cluster, from cluster_inputs: the heads and the
-    host's own groups (own_groups), or the contract groups and the members whole for a stage that reads them so or
-    where reads is None), and what the stage reads of the host's cluster plan (plan, the host's own unless own_plan
-    is false; plan_inputs), and with network membership the current period of a stage renewed every so often
-    (renew_every_s; now: the time, default time.time())."""
+    for every stage), the host's variables that stage reads (variables: {stage: names} from stage_variables; None:
+    all of host_vars), the facts (the default addresses for the stages that read them), the other hosts as the
+    stage takes them (cluster, from cluster_inputs: the heads and the host's own groups (own_groups), or the
+    contract groups and the members whole), what the stage reads of the host's cluster plan (plan, the host's own
+    unless own_plan is false; plan_inputs), the controller files it puts on the host (files: {stage: controller_files})
+    and with network membership the current period of a stage renewed every so often (renew_every_s; now: the time,
+    default time.time())."""
     facts = input_facts(facts or {})
     network = isinstance(plan, Mapping) and (plan.get("cluster") or {}).get("membership") == "network"
     now = time.time() if now is None else now
     local = {name: value for name, value in facts.items() if name not in ADDRESS_FACTS}
     out = {}
     for item in these:
-        mine = host_vars if reads is None else stage_vars(host_vars, reads[item.name])
-        seen = facts if addresses is None or item.name in addresses else local
-        inputs = {"code": code[item.name] if isinstance(code, Mapping) else code, "facts": seen, "stage": item.name,
-                  "vars": mine}
-        if item.cluster_inputs == MEMBERS or (item.cluster_inputs and reads is None):
+        names = None if variables is None else variables[item.name]
+        mine = {key: value for key, value in host_vars.items()
+                if key not in RUN_OPTIONS and (names is None or key in names)}
+        reads_addresses = item.addresses or item.cluster_inputs == MEMBERS
+        inputs = {"code": code[item.name] if isinstance(code, Mapping) else code,
+                  "facts": facts if reads_addresses else local, "stage": item.name, "vars": mine}
+        if item.cluster_inputs == MEMBERS:
             inputs["cluster"] = cluster
         elif item.cluster_inputs == HEAD:
             # the host's contract groups only: an inventory's own groups (a rack, a zone) decide no stage
             inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
                                  "own_groups": sorted(set(own_groups or ()) & set(CONTRACT_GROUPS))}
-        keys = item.plan_reads if item.plan_reads is not None else reads[item.name][2] if reads is not None else None
-        planned = plan_inputs(plan, keys, own_plan) if keys is not None else None
+        planned = plan_inputs(plan, item.plan, own_plan)
         if planned is not None:
             inputs["plan"] = planned
+        if item.files and files is not None:
+            inputs["files"] = files.get(item.name)
         if item.renew_every_s and network:
             inputs["period"] = int(now // item.renew_every_s)
         out[item.name] = digest(inputs)
@@ -805,12 +704,7 @@ def stage_verdict(name, host, drift, records_now, *, group_heads, play_hosts, fu
     mine = _own_verdict(name, host, drift, records_now)
     if mine[0]:
         return mine
-    scope = STAGE_BY_NAME[name].scope
-    if scope == "cluster":
-        for other in play_hosts:
-            if other != host and _own_verdict(name, other, drift, records_now)[0]:
-                return True, "it runs on %s, and this stage runs on every host together" % other
-    elif scope == "head":
+    if STAGE_BY_NAME[name].scope == "head":
         for head in group_heads:
             if head != host and head in play_hosts and _own_verdict(name, head, drift, records_now)[0]:
                 return True, "it runs on the head %s" % head
@@ -847,11 +741,11 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
     """The stages that may run on host in this run, in order (None without a drift check: all of them).
 
     A stage's gate decides when its play comes, after the earlier stages wrote their records: a stage runs on a host
-    where an upstream stage ran and changed its record, and a stage that runs on the head (or, for the stages that run
-    on every host together, on any host) runs on the others. Before any stage ran this is not known yet, so a stage
-    counts here when it may run: its own verdict now, or an upstream stage that may run on the host, or (by the
-    stage's scope) the head or any other host where it may run. Every stage a gate will run is in this list; a host
-    with an empty list is settled, and the stage plays leave it without asking their gates."""
+    where an upstream stage ran and changed its record, and a stage that runs on the head (scope head) runs on the
+    others. Before any stage ran this is not known yet, so a stage counts here when it may run: its own verdict now,
+    or an upstream stage that may run on the host, or (scope head) the head where it may run. Every stage a gate will
+    run is in this list; a host with an empty list is settled, and the stage plays leave it without asking their
+    gates."""
     if not drift.get(host):
         return None
     seen = {}
@@ -868,12 +762,8 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
         if (name, other) not in seen:
             seen[name, other] = False
             found = may_own(name, other)
-            scope = STAGE_BY_NAME[name].scope
-            if not found:
-                if scope == "cluster":
-                    found = any(may_own(name, peer) for peer in play_hosts if peer != other)
-                elif scope == "head":
-                    found = any(may_own(name, head) for head in group_heads if head != other and head in play_hosts)
+            if not found and STAGE_BY_NAME[name].scope == "head":
+                found = any(may_own(name, head) for head in group_heads if head != other and head in play_hosts)
             seen[name, other] = found
         return seen[name, other]
 
@@ -889,7 +779,7 @@ def roles_to_check(running):
 
 def drift_summary(checked):
     """One line per stage of a drift_check result: whether the stage would run on the host and why (this host's
-    records only; site.yml's gates also follow stages that run on the head or on every host together)."""
+    records only; site.yml's gates also follow a stage that runs on the head)."""
     lines = []
     for item in STAGES:
         if item.name not in (checked.get("stages") or {}):

@@ -123,6 +123,40 @@ def test_rotation_replaces_the_key_everywhere(request):
         assert cmd.rc == 0, f"head -> {name} with the new key failed: {cmd.stderr}"
 
 
+def _trusted_everywhere(request, pub):
+    head = head_host(request)
+    for name, ip in inventory_ips(request).items():
+        auth = podman("exec", container(name), "cat", f"{HOME}/.ssh/authorized_keys")
+        assert pub in auth, f"{name} does not trust the controller's cluster key"
+        cmd = ssh_as_ray_user(head, ip, "true")
+        assert cmd.rc == 0, f"head -> {name} failed: {cmd.stderr}"
+
+
+def test_a_key_pair_made_anew_or_restored_on_the_controller_reaches_every_node(request):
+    """The controller's public keys are inputs of the SSH trust stage on every host. With the key pair lost (a new
+    checkout, lost credentials/) and one worker's SSH config edited, the next run makes a new pair and every node
+    trusts it, not only the worker; the old pair restored from a backup is trusted everywhere again by the run
+    after."""
+    worker = next(name for name in inventory_ips(request) if not name.endswith("head"))
+    files = [KEY.with_name(KEY.name + suffix) for suffix in ("", ".pub")]
+    backup = {path: path.read_bytes() for path in files}
+    old_pub = backup[files[1]].split()[1].decode()
+    podman("exec", container(worker), "sh", "-c", f"echo '# edited' >> {HOME}/.ssh/config")
+    for path in files:
+        path.unlink()
+    proc = run_site()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    new_pub = files[1].read_text().split()[1]
+    assert new_pub != old_pub
+    _trusted_everywhere(request, new_pub)
+    assert "# edited" not in podman("exec", container(worker), "cat", f"{HOME}/.ssh/config")
+    for path, content in backup.items():
+        path.write_bytes(content)
+    proc = run_site()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    _trusted_everywhere(request, old_pub)
+
+
 def test_password_logins_are_off(host):
     """sshd's effective settings, and a real password attempt: the server offers public keys only."""
     import paramiko

@@ -128,16 +128,16 @@ def test_the_collections_code_is_read_once_in_the_main_process_for_every_worker(
     from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
 
     calls = []
-    digest = stages.code_digest
+    stage_code = stages.stage_code
     monkeypatch.setattr(stages, "_CODE", {})
-    monkeypatch.setattr(stages, "code_digest", lambda root: calls.append(root) or digest(root))
+    monkeypatch.setattr(stages, "stage_code", lambda root: calls.append(root) or stage_code(root))
     callback.v2_playbook_on_start(None)
     root = stages.collection_root()
     assert calls == [root] and set(stages._CODE) == {root}
-    code, reads, addresses = stages.collection_code(root)
+    code, variables = stages.collection_code(root)
     assert calls == [root], "computed again after the callback did"
-    assert code == stages.stage_code(root, digest(root)) and code["submit_host"] == digest(root)
-    assert set(code) == set(reads) == {s.name for s in stages.STAGES} and "ray" in addresses
+    assert code == stage_code(root) and code["submit_host"] == stages.code_digest(root)
+    assert set(code) == set(variables) == {s.name for s in stages.STAGES} and "ray_version" in variables["ray"]
 
 
 def declare(args):

@@ -18,7 +18,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     CERT_RENEWAL_PERIOD_S,
     FILE_ACTIONS,
     PACKAGE_ACTIONS,
-    RESULT_VARS,
     STAGES,
     UNIT_ACTIONS,
     UNRECORDED_ACTIONS,
@@ -230,18 +229,31 @@ def test_every_command_that_changes_a_stage_host_says_what_watches_it():
             assert "rayfleet.cluster.stage_items:" in found[task], f"{task}: no stage_items task in its file"
 
 
-def test_every_public_variable_the_roles_set_is_kept_out_of_the_inputs():
-    """Variables a role registers or sets with a role prefix are results, not inputs: they must be in RESULT_VARS,
-    or every stage's inputs digest would change once they are set."""
-    prefixes = stages.variable_prefixes([p.name for p in (ROOT / "roles").iterdir()])
+def _set_names(tasks):
+    """The variables these tasks (blocks included) register or set with set_fact."""
+    found = set()
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"):
+            found |= _set_names(task.get(key))
+        if isinstance(task.get("register"), str):
+            found.add(task["register"])
+        for key, value in task.items():
+            if short_action(key) == "set_fact" and isinstance(value, dict):
+                found |= {name for name in value if name != "cacheable"}
+    return found
+
+
+def test_no_variable_the_roles_or_playbooks_set_is_a_stage_input():
+    """A variable a task registers or sets is a result: as a stage input, every stage's inputs digest would change
+    once it is set."""
     set_names = set()
     for path in list(ROOT.glob("roles/*/tasks/*.yml")) + list(ROOT.glob("playbooks/*.yml")):
-        text = path.read_text()
-        set_names |= set(re.findall(r"^\s*register:\s*([a-z]\w*)", text, re.M))
-        for block in re.findall(r"set_fact:\n((?:\s{6,}\w+:.*\n)+)", text):
-            set_names |= set(re.findall(r"^\s+([a-z]\w*):", block, re.M))
-    mine = {name for name in set_names if name.startswith(prefixes)}
-    assert mine - RESULT_VARS == set()
+        set_names |= _set_names(yaml.safe_load(path.read_text()))
+    inputs = set().union(*stages.stage_variables(str(ROOT)).values())
+    assert len(set_names) > 20
+    assert sorted(set_names & inputs) == []
 
 
 def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
@@ -288,9 +300,7 @@ def test_bake_records_for_its_image_only_the_stages_it_applies_as_site_yml_would
     site.yml would on them: the play holds the stage's roles alone, the stage's files name no ray_state (a role that
     acts otherwise while baking), read no address and not the cluster's members (a booted node has its own). The
     record's inputs then hold on a booted node of the same inventory, and its first site.yml skips the stage."""
-    code = stages.code_digest(str(ROOT))
-    reads = stages.stage_reads(str(ROOT), code)
-    addresses = stages.address_stages(str(ROOT), code)
+    variables = stages.stage_variables(str(ROOT))
     recorded = []
     for play in yaml.safe_load((ROOT / "playbooks" / "bake.yml").read_text()):
         pre = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
@@ -301,8 +311,9 @@ def test_bake_records_for_its_image_only_the_stages_it_applies_as_site_yml_would
         assert post[0]["rayfleet.cluster.stage_record"] == {"stage": name, "image": True}, play["name"]
         assert [role["role"].rsplit(".", 1)[-1] for role in play["roles"]] == list(stages.STAGE_BY_NAME[name].roles)
         assert not play.get("tasks"), play["name"]
-        assert "ray_state" not in reads[name][1], name
-        assert name not in addresses and not stages.STAGE_BY_NAME[name].cluster_inputs, name
+        assert "ray_state" not in variables[name], name
+        item = stages.STAGE_BY_NAME[name]
+        assert not item.addresses and not item.cluster_inputs and not item.plan and not item.files, name
         recorded.append(name)
     assert recorded == ["common"]
 
@@ -410,15 +421,16 @@ def test_an_upstream_record_that_changed_since_makes_the_stage_run():
     )
 
 
-def test_cluster_scoped_stages_run_everywhere_and_the_ray_stage_follows_the_head():
+def test_a_stage_runs_where_it_drifted_and_the_ray_stage_follows_the_head():
     drift = {
         "h": _checked(ssh_trust=CLEAN, ray=dict(CLEAN, inputs_changed=True)),
         "w1": _checked(ssh_trust=dict(CLEAN, drifted=["file:/x"]), ray=CLEAN),
         "w2": _checked(ssh_trust=CLEAN, ray=CLEAN),
     }
     hosts = ["h", "w1", "w2"]
-    assert stage_verdict("ssh_trust", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
-    assert stage_verdict("ssh_trust", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict("ssh_trust", "w1", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is True
+    assert stage_verdict("ssh_trust", "w2", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
+    assert stage_verdict("ssh_trust", "h", drift, {}, group_heads=["h"], play_hosts=hosts)[0] is False
     assert stage_verdict("ray", "w2", drift, {}, group_heads=["h"], play_hosts=hosts) == (True, "it runs on the head h")
     # a worker's ray stage does not make the head's run
     drift["h"]["stages"]["ray"] = CLEAN
@@ -482,7 +494,12 @@ def test_inputs_digests_change_with_what_each_stage_reads():
     assert inputs_digests("code2", {"ray_num_cpus": 2}, {"kernel": "6.1"}, cluster)["common"] != one["common"]
     assert inputs_digests("code1", {"ray_num_cpus": 3}, {"kernel": "6.1"}, cluster)["ray"] != one["ray"]
     assert inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.2"}, cluster)["gpu"] != one["gpu"]
-    other = {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None}
+    # the stages that read the head follow a new head; a new worker is an input of the submit host's alone (it
+    # reads the members whole)
+    joined = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"},
+                            {"groups": {"ray_head": ["h"], "ray_worker": ["w3"]}, "members": None})
+    assert {name for name in one if joined[name] != one[name]} == {"submit_host"}
+    other = {"groups": {"ray_head": ["h2"]}, "members": None}
     moved = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, other)
     assert moved["firewall"] != one["firewall"] and moved["common"] == one["common"]
 
@@ -515,9 +532,9 @@ def test_a_members_new_host_key_or_address_is_an_input_of_ssh_trust_but_its_dock
     def ssh_trust_digest(worker_facts):
         hostvars = {"h": {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}}},
                     "w": {"ansible_facts": worker_facts}}
-        cluster = cluster_inputs({"ray_head": ["h"], "ray_worker": ["w"]},
-                                 cluster_members(["h"], ["w"], hostvars.__getitem__))
-        return inputs_digests("code", {}, {}, cluster)["ssh_trust"]
+        members = cluster_members(["h"], ["w"], hostvars.__getitem__)
+        cluster = cluster_inputs({"ray_head": ["h"], "ray_worker": ["w"]}, members)
+        return inputs_digests("code", {}, {}, cluster, plan={"host": {}, "cluster": members})["ssh_trust"]
 
     one = ssh_trust_digest(facts)
     docker = dict(facts, interfaces=["eth0", "docker0"], docker0={"ipv4": {"address": "172.17.0.1"}},
@@ -597,31 +614,69 @@ def test_a_variable_is_an_input_of_the_stages_that_read_it_only(variable, value,
     assert {name for name in before if before[name] != after[name]} == runs
 
 
-def test_each_stage_reads_its_roles_prefixes_and_the_variables_its_files_name():
-    reads = stages.stage_reads(str(ROOT), stages.code_digest(str(ROOT)))
-    assert set(reads) == {stage.name for stage in STAGES}
+def test_each_stage_reads_its_roles_argument_specs_and_the_variables_it_declares():
+    variables = stages.stage_variables(str(ROOT))
+    assert set(variables) == {stage.name for stage in STAGES}
     for stage in STAGES:
-        prefixes = reads[stage.name][0]
-        assert {f"{role}_" for role in stage.roles} <= set(prefixes), stage.name
-        assert "rayfleet_" not in prefixes, stage.name
-    # a stage that reads the cluster plan reads the keys it names of it (the plan, not every ray_ setting)
-    assert "ray_" not in reads["firewall"][0] and "ray_" not in reads["monitoring"][0]
-    assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= reads["firewall"][2]
-    assert {"host.node_ip", "cluster.scrape"} <= reads["monitoring"][2]
-    assert "cluster.members" not in reads["monitoring"][2]
-    # the ray stage reads every setting the plan comes from and its host's plan whole, and of the cluster only what
-    # a run waits for: no other member's address or key (a member that joins or leaves changes nothing in it); a
-    # stage that names the plan whole reads all of it
-    assert "ray_" in reads["ray"][0]
-    assert "host" in reads["ray"][2]
-    assert not reads["ray"][2] - {"host"} - {f"cluster.{key}" for key in stages.RUN_ONLY_PLAN_KEYS}, reads["ray"][2]
-    assert not {"*", "cluster", "cluster.known_hosts", "cluster.sources"} & reads["ray"][2]
-    assert reads["nfs_server"][2] == {"*"}
-    assert "ray_limit_nofile" in reads["common"][1] and "ray_" not in reads["common"][0]
-    assert "ray_venv_dir" in reads["ml"][1] and "ray_preemption_watch" not in reads["ml"][1]
-    # an inventory's per-host rayfleet_ variables are inputs only of the stages that name them
-    assert "rayfleet_spot" in reads["ray"][1] and "rayfleet_spot" not in reads["common"][1]
-    assert "rayfleet_instance_id" not in reads["common"][1]
+        for role in stage.roles + stage.uses:
+            assert stages.role_variables(str(ROOT), role) - stages.RUN_OPTIONS <= variables[stage.name], stage.name
+        assert set(stage.reads) - stages.RUN_OPTIONS <= variables[stage.name], stage.name
+        assert not variables[stage.name] & stages.RUN_OPTIONS, stage.name
+    # a stage that reads the cluster plan reads the keys it declares of it (the plan, not every ray_ setting)
+    assert "ray_num_cpus" not in variables["firewall"] and "ray_num_cpus" not in variables["monitoring"]
+    assert "ray_gcs_port" in variables["firewall"]
+    assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= set(stages.STAGE_BY_NAME["firewall"].plan)
+    # the ray stage reads its host's plan whole, and of the cluster nothing: no other member's address or key
+    assert stages.STAGE_BY_NAME["ray"].plan == ("host",)
+    assert "ray_limit_nofile" in variables["common"] and "ray_num_cpus" not in variables["common"]
+    assert "ray_venv_dir" in variables["ml"] and "ray_preemption_watch" not in variables["ml"]
+    # an inventory's per-host rayfleet_ variables are inputs only of the stages that declare them
+    assert "rayfleet_spot" in variables["ray"] and "rayfleet_spot" not in variables["common"]
+    assert not any("rayfleet_instance_id" in names for names in variables.values())
+
+
+def _stage_texts(stage):
+    """The text of each file of a stage's roles and the roles they use, and of its playbook."""
+    texts = {}
+    for role in stage.roles + stage.uses:
+        for path in sorted((ROOT / "roles" / role).rglob("*")):
+            text_file = path.is_file() and path.suffix in (".yml", ".j2", ".py", ".sh", ".service", ".cfg", ".conf")
+            if text_file and path.relative_to(ROOT / "roles" / role).parts[0] != "meta":
+                texts[str(path.relative_to(ROOT))] = path.read_text(errors="replace")
+    texts[f"playbooks/{stage.playbook}"] = (ROOT / "playbooks" / stage.playbook).read_text()
+    return texts
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=[stage.name for stage in STAGES])
+def test_the_stage_table_declares_every_variable_and_plan_key_the_stages_files_name(stage):
+    """The stage table is the one source of a stage's inputs, and a missed input is a change that never reaches the
+    hosts: every variable of the collection's argument specs (and every inventory variable the collection documents)
+    named in the stage's roles and playbook is declared an input of the stage (or a run option), each key of the
+    cluster plan they name is in Stage.plan, and each role of the collection they include is one of its roles, one
+    it uses, or the ray role's plan tasks."""
+    known = set().union(*(stages.role_variables(str(ROOT), path.name) for path in (ROOT / "roles").iterdir()))
+    known |= {"rayfleet_spot", "rayfleet_cluster", "rayfleet_instance_id", "rayfleet_instance_type",
+              "rayfleet_availability_zone"}
+    texts = _stage_texts(stage)
+    # the other stages' plays of a playbook that holds several stages name their own variables
+    own_plays = texts.pop(f"playbooks/{stage.playbook}")
+    plays = [play for play in yaml.safe_load(own_plays)
+             if stage.name in str(play.get("pre_tasks")) or "stage_gate" not in str(play)]
+    texts["playbook"] = yaml.safe_dump(plays)
+    named = set()
+    plan_keys = set()
+    included = set()
+    for text in texts.values():
+        named |= set(re.findall(r"(?<![\w.])\w+", text)) & known
+        plan_keys |= {".".join(found) for found in re.findall(r"__ray_plan_result\.(host|cluster)\.(\w+)", text)}
+        included |= set(re.findall(r"rayfleet\.cluster\.(\w+)", text)) & {p.name for p in (ROOT / "roles").iterdir()}
+    variables = stages.stage_variables(str(ROOT))[stage.name]
+    assert sorted(named - variables - stages.RUN_OPTIONS) == [], stage.name
+    declared = set(stage.plan)
+    run_only = {f"cluster.{key}" for key in stages.RUN_ONLY_PLAN_KEYS}
+    undeclared = [key for key in plan_keys - run_only if key not in declared and key.split(".")[0] not in declared]
+    assert sorted(undeclared) == [], stage.name
+    assert sorted(included - set(stage.roles) - set(stage.uses) - {"ray"}) == [], stage.name
 
 
 def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
@@ -636,10 +691,10 @@ def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
     assert stages.plan_inputs({**plan, "host": {**plan["host"], "extra_ports": [6390]}}, keys) != one
     # the hosts a run goes on without, and the nodes it waits for, are the run's, not the cluster's configuration
     down = {**plan, "cluster": {**plan["cluster"], "left_out": ["w"], "awaited_nodes": {}}}
-    assert stages.plan_inputs(down, {"*"}) == stages.plan_inputs(plan, {"*"})
+    assert stages.plan_inputs(down, {"cluster"}) == stages.plan_inputs(plan, {"cluster"})
     assert stages.plan_inputs(down, {"cluster.left_out"}) == {"cluster.left_out": None}
     # a host outside the cluster reads the head's plan: its cluster, not the head's own nodes
-    assert stages.plan_inputs(plan, {"*"}, own=False) == {"host": None, "cluster": {
+    assert stages.plan_inputs(plan, {"host", "cluster"}, own=False) == {"host": None, "cluster": {
         "sources": ["10.0.0.1", "10.0.0.2"], "members": ["h", "w"]}}
     assert stages.plan_inputs(plan, frozenset()) is None
     # a section read whole
@@ -714,36 +769,48 @@ def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_
     assert before["ray"] == moved["ray"], "the head's Ray reads no other member's address"
 
 
-def test_a_stage_reads_the_keys_of_the_cluster_plan_its_files_name(collection_copy):
-    """A key named (host.<key>, cluster.<key>) is read, a section named alone is read whole; a test whether there is
-    a plan is no read, nor is registering it; any other use of the plan reads all of it."""
-    root = str(collection_copy)
-    path = collection_copy / "roles/firewall/templates/firewall.nft.j2"
-    original = path.read_bytes()
+def test_the_controller_files_a_stage_installs_are_its_inputs(tmp_path):
+    """The cluster key pair, its certificate and the certificate authority live on the controller (role defaults
+    under the inventory's credentials/, rendered as the role renders them): a key made anew or restored from a
+    backup is an input of SSH trust on every host, and of no other stage."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
 
-    def firewall_reads(text):
-        path.write_bytes(original + text.encode())
-        return stages.stage_reads(root, stages.code_digest(root))["firewall"][2]
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    render = stages.renderer(Templar(loader=DataLoader(), variables={"inventory_dir": str(tmp_path)}))
+    hostvars = _HostVars(h={}, w={"group_names": ["ray_worker"], "inventory_dir": str(tmp_path)})
+    groups = {"ray_head": ["h"], "ray_worker": ["w"]}
 
-    try:
-        before = firewall_reads("")
-        assert "host.config_paths" not in before and "*" not in before
-        assert firewall_reads("{# {{ __ray_plan_result.host.config_paths }} #}\n") == before | {"host.config_paths"}
-        assert firewall_reads("{% if __ray_plan_result is not defined %}{% endif %}\n") == before
-        assert firewall_reads("{# {{ __ray_plan_result.host | to_json }} #}\n") == before | {"host"}
-        assert firewall_reads("register: __ray_plan_result\n") == before
-        assert firewall_reads("{{ __ray_plan_result | to_json }}\n") == {"*"}
-    finally:
-        path.write_bytes(original)
+    def inputs():
+        return stages.host_inputs(hostvars, "w", groups, template=render)
 
-
-def test_no_role_or_playbook_reads_a_variable_by_a_name_it_builds():
-    """Each stage's inputs are the variables its files name (stage_reads): a name built at run time (lookup('vars',
-    ...), vars[...]) would be read without being an input, and a change to it would not run the stage."""
-    for path in [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.j2"), *ROOT.glob("playbooks/*.yml")]:
-        text = path.read_text()
-        assert not re.search(r"lookup\(\s*['\"]vars['\"]|\bvars\[|query\(\s*['\"]varnames", text), path
-        assert not re.search(r"hostvars\[[^\]]+\]\[[^\]]*~", text), path
+    before = inputs()
+    changed = []
+    for name in ("ssh_trust_ed25519.pub", "ssh_trust_ed25519-cert.pub", "ssh_trust_ca_ed25519.pub"):
+        (credentials / name).write_text("ssh-ed25519 AAAA-one\n")
+        after = inputs()
+        changed.append({stage for stage in before if before[stage] != after[stage]})
+        before = after
+    assert changed == [{"ssh_trust"}] * 3
+    (credentials / "ssh_trust_ed25519.pub").write_text("ssh-ed25519 AAAA-restored\n")
+    assert inputs()["ssh_trust"] != before["ssh_trust"]
+    before = inputs()
+    # the private key is no input (its public half is), and an inventory's own path is followed
+    (credentials / "ssh_trust_ed25519").write_text("private")
+    assert inputs() == before
+    elsewhere = tmp_path / "keys"
+    elsewhere.mkdir()
+    hostvars["w"]["ssh_trust_key_path"] = str(elsewhere / "cluster")
+    moved = inputs()
+    assert moved["ssh_trust"] != before["ssh_trust"]
+    (elsewhere / "cluster.pub").write_text("ssh-ed25519 AAAA-two\n")
+    assert inputs()["ssh_trust"] != moved["ssh_trust"]
+    # every declared file's default renders with the inventory's directory alone
+    for stage in STAGES:
+        for variable, _suffix in stage.files:
+            default = stages.role_default(str(ROOT), stage, variable)
+            assert render(default).startswith(str(tmp_path)), (stage.name, variable)
 
 
 def test_a_new_address_is_an_input_a_new_mac_address_is_not():
@@ -755,7 +822,7 @@ def test_a_new_address_is_an_input_a_new_mac_address_is_not():
                             cluster)
     assert booted == one
     moved = inputs_digests("code", {}, {"kernel": "6.1", "default_ipv4": dict(ipv4, address="10.0.0.6")}, cluster)
-    assert moved["common"] != one["common"]
+    assert moved["ray"] != one["ray"] and moved["common"] == one["common"]
 
 
 def test_a_new_address_runs_only_the_stages_that_read_addresses():
@@ -768,27 +835,21 @@ def test_a_new_address_runs_only_the_stages_that_read_addresses():
     before = _inputs(ansible_facts=facts)
     moved = _inputs(ansible_facts=dict(facts, default_ipv4={"address": "10.0.0.6", "interface": "eth0"}))
     assert {name for name in before if before[name] != moved[name]} == {"shared_storage", "ray", "ssh_trust"}
-    assert stages.address_stages(str(ROOT), stages.code_digest(str(ROOT))) >= {
-        stage.name for stage in STAGES if stage.cluster_inputs == stages.MEMBERS}
     upgraded = _inputs(ansible_facts=dict(facts, kernel="6.2"))
     assert {name for name in before if before[name] != upgraded[name]} == set(before)
 
 
-def test_input_vars_keep_the_collection_prefixes_minus_run_options_and_results():
-    prefixes = stages.variable_prefixes(["ray", "common"])
-    got = stages.input_vars(
-        {
-            "ray_version": "2.60.0",
-            "common_packages": [],
-            "rayfleet_full": True,
-            "ray_wait_timeout": 600,
-            "nvidia_driver_reboot_timeout": 60,
-            "ansible_host": "x",
-            "ray_node_result": {},
-        },
-        prefixes,
-    )
-    assert got == {"ray_version": "2.60.0", "common_packages": []}
+def test_a_run_option_is_no_input_and_only_declared_variables_are():
+    variables = {"ray": frozenset({"ray_version", "ray_wait_timeout"})}
+    ray = (stages.STAGE_BY_NAME["ray"],)
+    cluster = {"groups": {"ray_head": ["h"]}, "members": None}
+
+    def ray_digest(host_vars):
+        return inputs_digests("code", host_vars, {}, cluster, ray, variables=variables)["ray"]
+
+    one = ray_digest({"ray_version": "2.60.0"})
+    assert ray_digest({"ray_version": "2.60.0", "ray_wait_timeout": 600, "ansible_host": "x"}) == one
+    assert ray_digest({"ray_version": "2.61.0"}) != one
 
 
 def test_the_code_digest_follows_the_collections_code(tmp_path):
@@ -823,10 +884,10 @@ def test_the_spool_hands_a_hosts_items_from_the_callback_to_the_record(tmp_path,
 
 
 def test_a_run_limited_by_tags_writes_no_record():
-    assert stages.partial_run(["all"], [], ROOT) is None
-    assert stages.partial_run(["all"], ["molecule-notest", "notest"], ROOT) is None
-    assert stages.partial_run(["ray"], [], ROOT) == "--tags ray"
-    assert stages.partial_run(["all"], ["nccl", "notest"], ROOT) == "--skip-tags nccl"
+    assert stages.partial_run(["all"], []) is None
+    assert stages.partial_run(["all"], ["molecule-notest", "notest"]) is None
+    assert stages.partial_run(["ray"], []) == "--tags ray"
+    assert stages.partial_run(["all"], ["nccl", "notest"]) == "--skip-tags nccl"
 
 
 def test_the_validate_plays_check_only_hosts_where_a_stage_runs():
@@ -880,11 +941,14 @@ def test_a_host_is_settled_only_when_no_earlier_stage_can_bring_a_stage_to_it():
     assert running("w2") == ["ray", "ml"]
     drift = cluster()
     drift["w1"]["stages"]["ssh_trust"] = dict(CLEAN, inputs_changed=True)
-    assert running("w2") == ["ssh_trust"]
-    assert running("w2", ["h", "w2"]) == []
+    assert running("w1") == ["ssh_trust"]
+    assert running("w2") == []
     drift = cluster()
-    del drift["w1"]  # not checked: its SSH trust stage runs, so every host's does
-    assert running("w2") == ["ssh_trust"]
+    del drift["w1"]  # not checked: every stage runs there, and the others stay settled
+    assert running("w2") == []
+    drift = cluster()
+    del drift["h"]  # the head not checked: the ray stage runs there, so on every node, and the ml stage after it
+    assert running("w2") == ["ray", "ml"]
     drift = cluster()
     drift["w1"]["stages"]["checkpoint_store"] = dict(CLEAN, drifted=["file:/etc/rayfleet/store.json"])
     assert running("w1") == ["checkpoint_store", "ray", "ml"]
@@ -954,36 +1018,41 @@ def collection_copy(tmp_path_factory):
     return copy
 
 
+ALL = {s.name for s in stages.STAGES}
+
+
 @pytest.mark.parametrize(
     "edited, expect",
     [
         ("roles/firewall/templates/firewall.nft.j2", {"firewall"}),
-        ("plugins/plugin_utils/firewall_plan.py", {"firewall"}),
         ("roles/pytorch/defaults/main.yml", {"ml"}),
         ("roles/monitoring/tasks/main.yml", {"monitoring"}),
         ("roles/common/tasks/main.yml", {"common"}),
-        # the cluster plan's code is the code of every stage that reads it; the ray role's defaults are the ray
-        # stage's (the plan they give is an input of the stages that read it: a new default port that changes it
-        # runs those too)
-        ("roles/ray/tasks/plan.yml",
-         {"firewall", "ssh_trust", "nfs_server", "shared_storage", "checkpoint_store", "ray", "monitoring"}),
-        ("roles/ray/defaults/main.yml", {"ray"}),
+        # a role a stage uses is its code: the ray stage runs the logs role's tasks
+        ("roles/logs/tasks/main.yml", {"ray"}),
+        ("roles/nvidia_driver/tasks/main.yml", {"gpu", "nccl", "ml", "monitoring"}),
+        # the cluster plan's code is the ray stage's; the plan it gives is an input of the stages that read it
+        ("roles/ray/tasks/plan.yml", {"ray"}),
         ("roles/ray/templates/ray-node.service.j2", {"ray"}),
+        # the plugins and the node library are every stage's
+        ("plugins/plugin_utils/firewall_plan.py", ALL),
+        ("library_py/rayfleet/launch.py", ALL),
         # the drift check, the gates and the records apply nothing
         ("plugins/plugin_utils/stages.py", set()),
         ("plugins/module_utils/stage_state.py", set()),
-        ("library_py/rayfleet/launch.py", {s.name for s in stages.STAGES}),
         ("playbooks/firewall.yml", {"firewall"}),
+        ("playbooks/storage.yml", {"nfs_server", "shared_storage", "checkpoint_store"}),
+        ("playbooks/preflight.yml", set()),
     ],
 )
 def test_an_edit_changes_the_code_digest_of_the_stages_whose_code_it_is(collection_copy, edited, expect):
     root = str(collection_copy)
-    before = stages.stage_code(root, stages.code_digest(root))
+    before = stages.stage_code(root)
     path = collection_copy / edited
     original = path.read_bytes()
     try:
         path.write_bytes(original + b"\n# edited\n")
-        after = stages.stage_code(root, stages.code_digest(root))
+        after = stages.stage_code(root)
     finally:
         path.write_bytes(original)
     # the submit_host role installs the whole collection: every edit is its code
@@ -1028,10 +1097,10 @@ def test_a_hosts_inventory_groups_outside_the_contract_are_no_stage_input():
     own (a rack, a zone, the sandbox's) added to a host reruns nothing there; a contract group does."""
     cluster = {"groups": {"ray_head": ["h"], "ray_worker": ["w1"]}, "members": {}}
 
-    code, reads, addresses = stages.collection_code(stages.collection_root())
+    code, variables = stages.collection_code(stages.collection_root())
 
     def digests(own):
-        return inputs_digests(code, {}, {}, cluster, reads=reads, addresses=addresses, own_groups=own)
+        return inputs_digests(code, {}, {}, cluster, variables=variables, own_groups=own)
 
     plain = digests(["ray_worker"])
     assert digests(["ray_worker", "rack_a", "sandbox"]) == plain
