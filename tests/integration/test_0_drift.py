@@ -116,13 +116,15 @@ def test_a_clean_rerun_runs_no_stage_and_changes_nothing(head, request):
 
 
 def test_a_stage_applied_again_that_changed_nothing_leaves_the_stages_reading_it_alone(head):
-    """A ray_ variable no task turns into a change on the nodes is an input of the ray stage alone: the stages that
-    read the cluster plan (firewall, SSH trust, storage, monitoring) read the plan, which it leaves as it was. The
-    ray stage runs and changes nothing, and the ml stage, which reads what the ray stage manages (the Ray venv), does
-    not run."""
+    """A Ray setting no task turns into a change on the nodes (how long a restart waits for running work) is an input
+    of the ray stage alone: the stages that read the cluster plan (firewall, SSH trust, storage, monitoring) read keys
+    of the plan it leaves as they were. The ray stage runs and changes nothing, and the ml stage, which reads what the
+    ray stage manages (the Ray venv), does not run. A ray_ variable no role declares is no input: no stage runs."""
     hosts = {HEAD, WORKER1, WORKER2}
     before = ids(head)
-    for args in (("-e", "ray_site_note=rack-7"), ()):  # the new input, then the inventory's again
+    proc = site_ok("-e", "ray_site_note=rack-7")
+    assert gates(proc) == {}, f"stages ran for a variable no role declares: {gates(proc)}"
+    for args in (("-e", "ray_restart_wait_s=30"), ()):  # the new input, then the inventory's again
         proc = site_ok(*args)
         ran = gates(proc)
         assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]
