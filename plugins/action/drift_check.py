@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    NO_CALLBACK,
+    callback_watching,
     drift_summary,
     host_inputs,
     record_dir,
@@ -33,4 +35,6 @@ class ActionModule(ActionBase):
                                            task_vars=task_vars))
         if not result.get("failed"):
             result["summary"] = drift_summary(result)
+        if not callback_watching():
+            result.setdefault("warnings", []).append(NO_CALLBACK)
         return result

@@ -819,6 +819,16 @@ def _own_verdict_of_record(name, host, drift, records_now):
 # ---- the spool: the items each host's current stage reported (written by the callback, read by stage_record) ----
 
 SPOOL_ENV = "RAYFLEET_STAGE_SPOOL"
+# Said by the drift check, in a run's first seconds, when the callback is not watching the run
+NO_CALLBACK = ("rayfleet.cluster.stage_items is not enabled: this run records no stage, so every stage runs on every "
+               "host on every run. Enable it in ansible.cfg ([defaults] callbacks_enabled = "
+               "rayfleet.cluster.stage_items) or with ANSIBLE_CALLBACKS_ENABLED=rayfleet.cluster.stage_items.")
+
+
+def callback_watching():
+    """Whether the stage_items callback watches this run (it hands its spool to the workers through the
+    environment)."""
+    return bool(os.environ.get(SPOOL_ENV))
 
 
 def _spool_file(spool, host):

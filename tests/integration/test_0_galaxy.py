@@ -69,3 +69,21 @@ def test_its_site_playbook_by_fqcn_repairs_a_drift_and_changes_nothing_else(inst
     assert again.returncode == 0, again.stdout[-4000:]
     assert set(changed(again).values()) == {0}, again.stdout[-3000:]
     assert gates(again) == {}, f"stages ran again with nothing drifted: {gates(again)}"
+
+
+def test_a_run_without_the_callback_says_so_in_its_first_seconds(installed, tmp_path):
+    """The same installed collection with an ansible.cfg that lacks the callback: the drift check warns that no stage
+    is recorded and every stage runs every time, naming the setting, before any stage runs."""
+    (tmp_path / "ansible.cfg").write_text((installed / "ansible.cfg").read_text().replace(
+        "callbacks_enabled = rayfleet.cluster.stage_items\n", ""))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(RAYFLEET_SANDBOX=SANDBOX, ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default",
+               PATH=f"{BIN}:{env.get('PATH', '')}")
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "rayfleet.cluster.drift", "-i",
+                           str(ROOT / "inventories/sandbox")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "rayfleet.cluster.stage_items is not enabled: this run records no stage" in said, said[-3000:]
+    assert "callbacks_enabled = rayfleet.cluster.stage_items" in said
+    assert set(changed(proc).values()) == {0}, proc.stdout[-3000:]

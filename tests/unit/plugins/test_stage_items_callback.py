@@ -211,3 +211,36 @@ def test_the_gate_passes_on_the_packages_the_drift_check_found_installed():
     assert opened["run"] and opened["installed_packages"] == ["curl", "nftables"]
     # without a drift check on the host the package tasks ask apt or dnf
     assert "installed_packages" not in gate("firewall", {})
+
+
+@pytest.mark.parametrize("watching", [True, False])
+def test_the_drift_check_says_in_the_runs_first_seconds_when_the_callback_is_not_enabled(monkeypatch, watching):
+    """Without the callback no stage is recorded and every stage runs every time: the drift check, the run's first
+    look at each host, says so and how to enable it, rather than leave the user to wonder why nothing is skipped."""
+    from ansible.plugins.action import ActionBase
+    from ansible_collections.rayfleet.cluster.plugins.action.drift_check import ActionModule
+
+    if watching:
+        monkeypatch.setenv(SPOOL_ENV, "/tmp/spool")
+    else:
+        monkeypatch.delenv(SPOOL_ENV, raising=False)
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    action = object.__new__(ActionModule)
+    action._task = SimpleNamespace(args={})
+    action._templar = None
+    action._execute_module = lambda module_name, module_args, task_vars: {"stages": {}, "records": {}}
+    hostvars = {"h": {"group_names": ["ray_head"]}}
+    result = action.run(task_vars={"inventory_hostname": "h", "hostvars": _HostVars(hostvars),
+                                   "groups": {"ray_head": ["h"]}})
+    warnings = result.get("warnings") or []
+    if watching:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1
+        assert "records no stage, so every stage runs on every host on every run" in warnings[0]
+        assert "callbacks_enabled = rayfleet.cluster.stage_items" in warnings[0]
+
+
+class _HostVars(dict):
+    def raw_get(self, host):
+        return self[host]
