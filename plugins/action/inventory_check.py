@@ -19,21 +19,6 @@ import jinja2.meta
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.rayfleet.cluster.plugins.action.apex_plan import ActionModule as ApexPlan
-from ansible_collections.rayfleet.cluster.plugins.action.checkpoint_store_plan import SECRET_VARS
-from ansible_collections.rayfleet.cluster.plugins.action.checkpoint_store_plan import (
-    ActionModule as CheckpointStorePlan,
-)
-from ansible_collections.rayfleet.cluster.plugins.action.cluster_plan import ActionModule as ClusterPlan
-from ansible_collections.rayfleet.cluster.plugins.action.firewall_plan import ActionModule as FirewallPlan
-from ansible_collections.rayfleet.cluster.plugins.action.monitoring_plan import ActionModule as MonitoringPlan
-from ansible_collections.rayfleet.cluster.plugins.action.nccl_plan import ActionModule as NcclPlan
-from ansible_collections.rayfleet.cluster.plugins.action.nfs_server_plan import ActionModule as NfsServerPlan
-from ansible_collections.rayfleet.cluster.plugins.action.pytorch_plan import ActionModule as PytorchPlan
-from ansible_collections.rayfleet.cluster.plugins.action.settings_check import ActionModule as SettingsCheck
-from ansible_collections.rayfleet.cluster.plugins.action.ssh_trust_plan import ActionModule as SshTrustPlan
-from ansible_collections.rayfleet.cluster.plugins.action.storage_plan import ActionModule as StoragePlan
-from ansible_collections.rayfleet.cluster.plugins.action.submit_host_plan import ActionModule as SubmitHostPlan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, boolean, cluster_networks
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.inventory_check import (
     FACT_CHECKS,
@@ -45,7 +30,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.inventory_check i
     contract_problems,
     offline_node_ip,
 )
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.settings_check import ROLE_VARS
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import Call, plan_variables, run_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.ssh_trust_plan import PASSWORD_VARS
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
@@ -185,16 +170,6 @@ class MemberView(Mapping):
         return len(self._vars)
 
 
-class OfflineClusterPlan(ClusterPlan):
-    """The cluster plan's action, its role's defaults read from the role's files (no role runs here)."""
-
-    defaults = {}  # the roles' defaults (the inventory check sets them)
-
-    def _role_default(self, var):
-        default = self.defaults.get(var)
-        return plain(self._templar.template(default)) if default is not None else None
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -319,98 +294,75 @@ class ActionModule(ActionBase):
         for message in validated.error_messages:
             report.problem("%s on %s: %s (the role's argument spec)." % (role, host, message))
 
-    def _plan(self, cls, host, v, args, task_vars):
-        """The role's plan action's plan(), as its validate task calls it; its problems reported."""
-        action = cls(self._task, self._connection, self._play_context, self._loader, v.templar,
-                     self._shared_loader_obj)
-        action.defaults = self._defaults
-        if isinstance(action, ClusterPlan):  # every host's plan reads the other members from the same inventory
-            action.member_memo = self._member_memo
+    def _plan(self, role, host, v, task_vars, given=None, *, overrides=None):
+        """The role's plan, as its validate task asks for it, from the host's values rendered offline (overrides:
+        those the offline check sets itself); its problems reported."""
+        values = {**v.pick(plan_variables(role)), **(overrides or {})}
+        call = Call(host, values, given or {}, {"inventory_hostname": host, **task_vars},
+                    template=v.templar.template, role_default=lambda var: self._role_default(var, v),
+                    memo=self._member_memo)
         try:
-            return action.plan(host, args, {"inventory_hostname": host, **task_vars}, {})
+            return run_plan(role, call)
         except PlanError as exc:
             for problem in exc.problems:
                 self._report.problem(problem)
             raise
 
+    def _role_default(self, var, v):
+        """The roles' default of var, rendered in the host's context (None: none)."""
+        default = self._defaults.get(var)
+        return plain(v.templar.template(default)) if default is not None else None
+
     def _check_role(self, role, host, v):
         facts = v.facts()
         common = {"groups": self._groups, "group_names": v.get("group_names", []),
                   "ansible_host": v.get("ansible_host"), "ansible_facts": facts}
-        if role == "common":
-            self._plan(SettingsCheck, host, v, {"role": "common", "settings": v.pick(ROLE_VARS["common"])},
-                       common)
-        elif role == "ray":
-            args = v.pick(ClusterPlan._VALID_ARGS)
-            args["ray_node_ip"] = self._members[host]["ray_node_ip"]
-            args["ray_auth_token_path"] = v.get("ray_auth_token_path") if v.get("ray_auth_mode") == "token" else ""
-            args["ray_head_address"] = v.get("ray_head_address") if v.get("ray_node_role") == "worker" else ""
-            args["left_out"] = []
-            self._plans[host] = self._plan(OfflineClusterPlan, host, v, args, {**common, "hostvars": self._members})
+        if role == "ray":
+            self._plans[host] = self._plan(role, host, v, {**common, "hostvars": self._members}, {"left_out": []},
+                                           overrides={"ray_node_ip": self._members[host]["ray_node_ip"]})
         elif role == "ssh_trust":
             plan = self._ray_plan(host)
-            args = {**v.pick(SshTrustPlan._VALID_ARGS), "membership": plan["cluster"]["membership"],
-                    "node_ip": plan["host"]["node_ip"]}
             passwords = {name: v.env[name] for name in PASSWORD_VARS if name in v.env}
             if not facts.get("ssh_host_key_ed25519_public"):
                 for check in FACT_CHECKS[role]:
                     self._report.defer(role, check, host)
-            self._plan(SshTrustPlan, host, v, args, {**common, **passwords, "ansible_user": v.env.get("ansible_user")})
+            self._plan(role, host, v, {**common, **passwords, "ansible_user": v.env.get("ansible_user")},
+                       {"membership": plan["cluster"]["membership"], "node_ip": plan["host"]["node_ip"]})
         elif role == "firewall":
             plan = self._ray_plan(host)
-            args = {**v.pick(FirewallPlan._VALID_ARGS), "cluster_addresses": plan["cluster"]["sources"],
-                    "extra_ports": plan["host"]["extra_ports"]}
+            given = {"cluster_addresses": plan["cluster"]["sources"], "extra_ports": plan["host"]["extra_ports"]}
             # the host's ephemeral port range is read on the host: offline, the rest is checked without it
-            if boolean(args.get("firewall_restrict_ephemeral_ports")):
-                args["firewall_restrict_ephemeral_ports"] = False
-            self._plan(FirewallPlan, host, v, args, common)
-        elif role == "shared_storage":
-            args = v.pick(StoragePlan._VALID_ARGS)
-            args.update(common_user=v.get("__shared_storage_user"), common_group=v.get("__shared_storage_group"),
-                        os_family=facts.get("os_family"), distribution=facts.get("distribution"))
+            overrides = {"firewall_restrict_ephemeral_ports": False} \
+                if boolean(v.get("firewall_restrict_ephemeral_ports")) else {}
+            self._plan(role, host, v, common, given, overrides=overrides)
+        elif role in ("shared_storage", "nfs_server"):
             if not facts.get("os_family"):
                 for check in FACT_CHECKS[role]:
                     self._report.defer(role, check, host)
-            self._plan(StoragePlan, host, v, args, {**common, "hostvars": self._hostvars})
-        elif role == "pytorch":
-            self._plan(PytorchPlan, host, v, v.pick(PytorchPlan._VALID_ARGS), common)
+            given = {"cluster_addresses": self._cluster()["sources"]} if role == "nfs_server" else {}
+            self._plan(role, host, v, {**common, "hostvars": self._hostvars}, given)
         elif role == "nccl":
-            args = v.pick(NcclPlan._VALID_ARGS)
-            args["interfaces"] = facts.get("interfaces")
             if facts.get("interfaces") is None and v.get("nccl_socket_ifname") not in ("", "auto"):
                 for check in FACT_CHECKS[role]:
                     self._report.defer(role, check, host)
-            self._plan(NcclPlan, host, v, args, common)
-        elif role == "checkpoint_store":
-            args = v.pick(CheckpointStorePlan._VALID_ARGS)
-            secrets = {name: v.env[name] for name in SECRET_VARS if name in v.env}
-            self._plan(CheckpointStorePlan, host, v, args, {**common, **secrets})
-        elif role == "apex":
-            self._plan(ApexPlan, host, v, v.pick(ApexPlan._VALID_ARGS), common)
+            self._plan(role, host, v, common)
         elif role == "monitoring":
             self._check_monitoring(host, v, facts, common)
-        elif role == "nfs_server":
-            args = {**v.pick(NfsServerPlan._VALID_ARGS), "os_family": facts.get("os_family"),
-                    "cluster_addresses": self._cluster()["sources"]}
-            if not facts.get("os_family"):
-                for check in FACT_CHECKS[role]:
-                    self._report.defer(role, check, host)
-            self._plan(NfsServerPlan, host, v, args, common)
         elif role == "submit_host":
-            self._plan(SubmitHostPlan, host, v, v.pick(SubmitHostPlan._VALID_ARGS),
-                       {**common, "hostvars": self._hostvars, "ansible_user": v.env.get("ansible_user")})
+            self._plan(role, host, v, {**common, "hostvars": self._hostvars, "ansible_user": v.env.get("ansible_user")})
+        else:  # common, pytorch, apex, checkpoint_store (its secret read as the host's variable)
+            self._plan(role, host, v, common)
 
     def _check_monitoring(self, host, v, facts, common):
         plan = self._ray_plan(host)
-        args = {**v.pick(MonitoringPlan._VALID_ARGS), "os_family": facts.get("os_family"),
-                "membership": plan["cluster"]["membership"], "cluster": plan["cluster"]["scrape"],
-                "gpu_hosts": plan["cluster"]["scrape"].get("gpu_hosts") or []}
+        given = {"membership": plan["cluster"]["membership"], "cluster": plan["cluster"]["scrape"]}
+        overrides = {}
         # Grafana's key is picked by the host's OS family: offline, without its facts, the rest is checked
         if not facts.get("os_family") and boolean(v.get("monitoring_grafana", False)):
-            args["monitoring_grafana"] = False
+            overrides["monitoring_grafana"] = False
             for check in FACT_CHECKS["monitoring"]:
                 self._report.defer("monitoring", check, host)
-        self._plan(MonitoringPlan, host, v, args, common)
+        self._plan("monitoring", host, v, common, given, overrides=overrides)
 
     def _ray_plan(self, host):
         """The host's cluster plan (computed before its other roles'); a host whose plan failed checks no role

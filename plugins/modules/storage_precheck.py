@@ -26,7 +26,7 @@ author:
 options:
   mounts:
     description:
-      - The host's wanted mounts, as M(rayfleet.cluster.storage_plan) returns them (C(wanted)).
+      - The host's wanted mounts, as M(rayfleet.cluster.plan) returns them (C(wanted)).
       - Each a dict with C(path), C(server) and C(server_host) (the inventory host that serves it, empty for a
         server outside the inventory); other keys are ignored.
     type: list
@@ -52,7 +52,7 @@ options:
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.info_module
 seealso:
-  - module: rayfleet.cluster.storage_plan
+  - module: rayfleet.cluster.plan
   - module: rayfleet.cluster.storage_check
 """
 

@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The Apex plan: the apex role's variables checked, and how Apex is built, on the controller.
 
-Pure Python (the ``rayfleet.cluster.apex_plan`` action calls it); the apex role's tasks read the result. Every problem
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the apex role's tasks read the result. Every problem
 is collected, each naming the host, the variable and the bad value, and saying what was expected: the action fails
 before anything changes.
 

@@ -4,7 +4,7 @@
 """The checkpoint store plan: the checkpoint_store role's variables checked, and the store's URI, S3 endpoint and
 shared-directory marker computed, on the controller.
 
-Pure Python (the ``rayfleet.cluster.checkpoint_store_plan`` action calls it); the role's tasks and templates read the
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the role's tasks and templates read the
 result. Every problem is collected, each naming the host, the variable and the bad value (never a secret key's), and
 saying what was expected: the action fails before anything changes.
 

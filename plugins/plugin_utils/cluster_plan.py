@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The cluster plan: each host's Ray nodes, and the nodes the cluster must list, computed from the inventory.
 
-Pure Python on the controller (the ``rayfleet.cluster.cluster_plan`` action calls it); roles and playbooks read the
+Pure Python on the controller (the ``rayfleet.cluster.plan`` action calls it); roles and playbooks read the
 result instead of deriving the cluster's shape themselves. Every error names the variable and the host, and says
 what was expected: the action fails before anything changes. The same step checks the ray role's other settings that
 need no look at the host (the token, the cluster's name, a worker's head address, the timings, the preemption

@@ -4,7 +4,7 @@
 """The CUDA plan: a host's cuda settings checked, and the toolkit's source, release, home, packages and host compiler
 decided, on the controller.
 
-Pure Python (the ``rayfleet.cluster.cuda_plan`` action calls it); the cuda role's tasks read the result. Every problem
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the cuda role's tasks read the result. Every problem
 is collected, each naming the host, the variable, the bad value and what was expected: the action fails before
 anything changes.
 

@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The firewall plan: a host's nftables tables, sets and port lists, computed and checked on the controller.
 
-Pure Python (the ``rayfleet.cluster.firewall_plan`` action calls it); the firewall role's templates only print the
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the firewall role's templates only print the
 result. Every problem is collected, each naming the host and the variable and saying what was expected.
 
 Each cluster (``ray_cluster_name``) has a table of its own: its Ray ports (and NFS on an NFS server) open to the

@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The monitoring plan: the monitoring role's variables checked on the controller, and the values its tasks print.
 
-Pure Python (the ``rayfleet.cluster.monitoring_plan`` action calls it). Every problem is collected, each naming the
+Pure Python (the ``rayfleet.cluster.plan`` action calls it). Every problem is collected, each naming the
 host and the variable, the bad value and what was expected: the action fails before anything changes.
 
 Listen addresses are ``address:port`` with an IP literal for the address (IPv4, or IPv6 in brackets: ``[::1]:9090``),

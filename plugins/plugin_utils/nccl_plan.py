@@ -4,7 +4,7 @@
 """The NCCL plan: a host's NCCL settings checked, and where its NCCL comes from and whether it uses EFA, decided on
 the controller.
 
-Pure Python (the ``rayfleet.cluster.nccl_plan`` action calls it); the nccl role's tasks and templates read the result.
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the nccl role's tasks and templates read the result.
 Every problem is collected, each naming the host, the variable and the bad value, and saying what was expected: the
 action fails before anything changes.
 

@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The NFS server plan: a host's NFS exports and their clients, checked and computed on the controller.
 
-Pure Python (the ``rayfleet.cluster.nfs_server_plan`` action calls it); the nfs_server role's templates only print
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the nfs_server role's templates only print
 the result. Every problem is collected, each naming the host, the variable (``nfs_server_exports[<i>]`` and the
 field for an export) and the bad value, and saying what was expected: the action fails before anything changes.
 

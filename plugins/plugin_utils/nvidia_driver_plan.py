@@ -4,7 +4,7 @@
 """The NVIDIA driver plan: a host's nvidia_driver settings checked against its GPUs, and the driver's source, kernel
 module flavour, packages and NVIDIA's repository decided, on the controller.
 
-Pure Python (the ``rayfleet.cluster.nvidia_driver_plan`` action calls it); the nvidia_driver role's tasks read the
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the nvidia_driver role's tasks read the
 result. Every problem is collected, each naming the host, the variable, the bad value and what was expected: the
 action fails before anything changes.
 

@@ -4,7 +4,7 @@
 """The PyTorch plan: the pytorch role's variables checked, and what pip installs into the Ray venv and with which
 arguments, on the controller.
 
-Pure Python (the ``rayfleet.cluster.pytorch_plan`` action calls it); the pytorch role's tasks read the result. Every
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the pytorch role's tasks read the result. Every
 problem is collected, each naming the host, the variable and the bad value, and saying what was expected: the action
 fails before anything changes.
 """

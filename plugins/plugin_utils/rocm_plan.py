@@ -4,7 +4,7 @@
 """The ROCm plan: a host's rocm settings checked, and ROCm's source, release, SMI tool and (with AMD's amdgpu-install)
 the installer package's checked download decided, on the controller.
 
-Pure Python (the ``rayfleet.cluster.rocm_plan`` action calls it); the rocm role's tasks read the result. Every problem
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the rocm role's tasks read the result. Every problem
 is collected, each naming the host, the variable, the bad value and what was expected: the action fails before
 anything changes.
 

@@ -4,7 +4,7 @@
 """The settings checks of the roles that derive nothing from their variables: common, image_cleanup, preflight and
 bake.
 
-Pure Python on the controller (the ``rayfleet.cluster.settings_check`` action calls it, with the role's name and its
+Pure Python on the controller (the ``rayfleet.cluster.plan`` action calls it, with the role's name and its
 variables); the roles whose plan returns values to read have a plan action of their own (pytorch_plan, apex_plan,
 nccl_plan, ...). Every problem is collected, each naming the role, the host, the variable and its value (JSON) and
 saying what was expected: the action fails before anything changes.

@@ -4,7 +4,7 @@
 """The SSH trust plan: the ssh_trust role's variables checked, and who holds the cluster's private key and which
 sshd settings must be in effect, computed on the controller.
 
-Pure Python (the ``rayfleet.cluster.ssh_trust_plan`` action calls it); the role's tasks and templates read the result.
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the role's tasks and templates read the result.
 Every problem is collected, each naming the host, the variable and the bad value, and saying what was expected: the
 action fails before anything changes.
 

@@ -3,7 +3,7 @@
 # Copyright: (c) 2026, rayfleet authors
 """The storage plan: a host's shared-storage mounts, checked and resolved from the shared_storage role's variables.
 
-Pure Python on the controller (the ``rayfleet.cluster.storage_plan`` action calls it); the shared_storage role reads
+Pure Python on the controller (the ``rayfleet.cluster.plan`` action calls it); the shared_storage role reads
 the result instead of computing its mounts with Jinja. Every problem is collected, each naming the host, the variable
 (``shared_storage_mounts[<i>]`` and the field for a mount) and the bad value, and saying what was expected: the action
 fails before anything changes.

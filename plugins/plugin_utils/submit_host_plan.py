@@ -4,7 +4,7 @@
 """The submit host plan: the submit_host role's variables and the inventory checked, and the names the role gives
 this cluster's client computed, on the controller.
 
-Pure Python (the ``rayfleet.cluster.submit_host_plan`` action calls it); the role's tasks and templates read the
+Pure Python (the ``rayfleet.cluster.plan`` action calls it); the role's tasks and templates read the
 result. Every problem is collected, each naming the host, the variable and the bad value, and saying what was
 expected: the action fails before anything changes, on the cluster or on the submit host.
 

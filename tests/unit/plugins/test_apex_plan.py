@@ -11,8 +11,6 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.rayfleet.cluster.plugins.action.apex_plan import ActionModule
-from ansible_collections.rayfleet.cluster.plugins.modules import apex_plan as apex_plan_module
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.apex_plan import (
     APEX_VARS,
     ARCH_CAPABILITY,
@@ -179,12 +177,3 @@ def test_an_empty_source_checksum_is_unset(checksum):
 def test_every_problem_is_named_at_once():
     found = problems(apex_commit="main", apex_source="ftp://x", apex_max_jobs="x", apex_venv_dir="v")
     assert [p.split(" ")[3] for p in found] == ["apex_commit", "apex_source", "apex_max_jobs", "apex_venv_dir"]
-
-
-def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
-    (task,) = yaml.safe_load((ROOT / "roles/apex/tasks/plan.yml").read_text())
-    assert set(task["rayfleet.cluster.apex_plan"]) == set(ActionModule._VALID_ARGS)
-    assert task["register"] == "__apex_plan"
-    assert set(yaml.safe_load(apex_plan_module.DOCUMENTATION)["options"]) == set(ActionModule._VALID_ARGS)
-    returned = set(yaml.safe_load(apex_plan_module.RETURN))
-    assert returned == {*plan(VENV, {}, "/usr/local/cuda"), "problems"}

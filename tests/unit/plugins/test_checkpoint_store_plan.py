@@ -6,6 +6,7 @@ them before."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -255,29 +256,33 @@ def test_endpoint_parts(url, parts):
     assert endpoint_parts(url) == parts
 
 
-def test_the_secret_key_is_no_task_argument_and_the_action_reads_it_from_the_hosts_variables():
+def test_the_secret_key_is_no_task_argument_and_the_plan_reads_it_from_the_hosts_variables():
     """A task's arguments can be shown (ANSIBLE_DISPLAY_ARGS_TO_STDOUT, -vvv): the secret never is one."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
-    from ansible_collections.rayfleet.cluster.plugins.action.checkpoint_store_plan import ActionModule
-    from ansible_collections.rayfleet.cluster.plugins.modules import checkpoint_store_plan as module
+    from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import (
+        Call,
+        Variables,
+        plan_variables,
+        run_plan,
+    )
 
     task = yaml.safe_load((ROOT / "roles/checkpoint_store/tasks/validate.yml").read_text())[0]
-    given = set(task["rayfleet.cluster.checkpoint_store_plan"])
-    assert "checkpoint_store_secret_access_key" not in given
-    assert given == set(ActionModule._VALID_ARGS) == set(yaml.safe_load(module.DOCUMENTATION)["options"])
+    assert "secret" not in json.dumps(task["rayfleet.cluster.plan"])
 
-    task_vars = {"vault_secret": SECRET, "groups": {"ray_head": ["head1"]},
-                 "checkpoint_store_secret_access_key": trust_as_template("{{ vault_secret }}")}
-    action = object.__new__(ActionModule)
-    action._templar = Templar(loader=DataLoader(), variables=task_vars)
-    args = {**{name: DEFAULTS[name] for name in given if name in DEFAULTS}, **S3}
+    def planned(**extra):
+        task_vars = {**{name: DEFAULTS[name] for name in CHECKPOINT_STORE_VARS if name in DEFAULTS}, **S3, **extra,
+                     "vault_secret": SECRET, "groups": {"ray_head": ["head1"]},
+                     "checkpoint_store_secret_access_key": trust_as_template("{{ vault_secret }}")}
+        templar = Templar(loader=DataLoader(), variables=task_vars)
+        variables = Variables(plan_variables("checkpoint_store"), task_vars, templar.template)
+        return run_plan("checkpoint_store", Call("w1", variables, {}, task_vars))
+
     with pytest.raises(PlanError) as failure:  # a secret without its key id, named but never shown
-        action.plan("w1", args, task_vars, {})
+        planned()
     assert "checkpoint_store_secret_access_key is set (its value is not shown)" in str(failure.value.problems)
     assert SECRET not in str(failure.value.problems)
-    plan = action.plan("w1", {**args, "checkpoint_store_access_key_id": "AKIAEXAMPLE"}, task_vars, {})
-    assert SECRET not in str(plan)
+    assert SECRET not in str(planned(checkpoint_store_access_key_id="AKIAEXAMPLE"))
 
 
 def test_ray_trains_dependencies_from_a_wheel_directory_alone():

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.rayfleet.cluster.plugins.action.cluster_plan import HOST_VARS, ActionModule
-from ansible_collections.rayfleet.cluster.plugins.modules import cluster_plan as cluster_plan_module
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     SETTING_DEFAULTS,
     PlanError,
     host_plan,
     http_url,
 )
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import HOST_VARS, Call, run_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULTS = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
@@ -243,23 +242,21 @@ def test_http_urls(url, with_path, bare):
 # --- the action, the module's documentation and the role's task agree ---------------------------------------------
 
 def test_the_defaults_are_the_roles_and_the_documented_ones():
-    options = yaml.safe_load(cluster_plan_module.DOCUMENTATION)["options"]
+    options = yaml.safe_load((ROOT / "roles/ray/meta/argument_specs.yml").read_text())["argument_specs"]["main"]
     for var, value in SETTING_DEFAULTS.items():
         role = DEFAULTS[var]
         assert value == role or (isinstance(role, str) and "{{" in role and value == ""), var
-        assert options[var].get("default") == value, var
+        assert var in options["options"], var
 
 
-def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
-    (task,) = yaml.safe_load((ROOT / "roles/ray/tasks/plan.yml").read_text())
-    given = set(task["rayfleet.cluster.cluster_plan"])
-    assert given == set(ActionModule._VALID_ARGS)
-    assert set(yaml.safe_load(cluster_plan_module.DOCUMENTATION)["options"]) == set(ActionModule._VALID_ARGS)
+def ray_plan(args, task_vars, role_default=lambda var: None):
+    """The ray role's plan of node7 from its variables (args) as the plan action asks for it."""
+    return run_plan("ray", Call("node7", args, {}, task_vars, role_default=role_default))
 
 
 def action_plan(args, group_names=("ray_worker",)):
     task_vars = {"groups": {"ray_head": [], "ray_worker": ["node7"]}, "hostvars": {}, "group_names": list(group_names)}
-    return ActionModule.plan(object.__new__(ActionModule), "node7", args, task_vars, {})
+    return ray_plan(args, task_vars)
 
 
 def test_the_action_reads_an_option_left_out_as_its_default():
@@ -281,7 +278,7 @@ def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_nam
         task_vars = {"groups": {"ray_head": list(heads), "ray_worker": ["node7"]}, "hostvars": {"h": head_vars},
                      "group_names": ["ray_worker"]}
         args = {**required, "ray_node_role": role, "ray_head_address": address}
-        return ActionModule.plan(object.__new__(ActionModule), "node7", args, task_vars, {})["host"]["head_address"]
+        return ray_plan(args, task_vars)["host"]["head_address"]
 
     facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.9"}}}
     assert head_address(facts) == "10.0.0.9"
@@ -293,7 +290,7 @@ def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_nam
 
 
 class _Role:
-    """The ray role as the action sees it through its task: its defaults."""
+    """The ray role as the plan action sees it through its task: its defaults."""
 
     @staticmethod
     def get_default_vars():
@@ -306,10 +303,7 @@ def _gcs_address(hostvars, role="worker", address="", **extra):
                  "group_names": ["ray_worker"]}
     args = {**required, "ray_node_role": role, "ray_head_address": address,
             "ray_gcs_port": (hostvars.get("node7") or {}).get("ray_gcs_port", DEFAULTS["ray_gcs_port"]), **extra}
-    action = object.__new__(ActionModule)
-    action._task = type("Task", (), {"_role": _Role()})()
-    action._templar = type("Templar", (), {"template": staticmethod(lambda value: value)})()
-    return ActionModule.plan(action, "node7", args, task_vars, {})["host"]["gcs_address"]
+    return ray_plan(args, task_vars, _Role.get_default_vars().get)["host"]["gcs_address"]
 
 
 def test_a_worker_follows_the_heads_gcs_port_whoever_sets_it():
@@ -383,9 +377,7 @@ def test_with_network_membership_the_clusters_sources_are_its_networks():
         task_vars = {"groups": {"ray_head": ["h"], "ray_worker": list(workers)},
                      "hostvars": {"h": facts, "w9": {"ansible_facts": {"all_ipv4_addresses": ["10.0.0.9"]}}},
                      "group_names": ["ray_worker"]}
-        action = object.__new__(ActionModule)
-        action._task = type("Task", (), {"_role": None})()
-        return ActionModule.plan(action, "node7", {**required, **extra}, task_vars, {})["cluster"]
+        return ray_plan({**required, **extra}, task_vars)["cluster"]
 
     static = cluster(["node7"]), cluster(["node7", "w9"])
     assert [c["membership"] for c in static] == ["static", "static"]

@@ -10,8 +10,6 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.rayfleet.cluster.plugins.action.pytorch_plan import ActionModule
-from ansible_collections.rayfleet.cluster.plugins.modules import pytorch_plan as pytorch_plan_module
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.pytorch_plan import (
     PYTORCH_VARS,
     PlanError,
@@ -118,12 +116,3 @@ def test_every_problem_is_named_at_once():
     found = problems(pytorch_version="latest", pytorch_index_url="x", pytorch_find_links="y", pytorch_no_index="n/a",
                      pytorch_venv_dir="z", pytorch_extra_packages=["a"])
     assert [p.split(" ")[3] for p in found] == list(PYTORCH_VARS)
-
-
-def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
-    task = yaml.safe_load((ROOT / "roles/pytorch/tasks/validate.yml").read_text())[0]
-    assert set(task["rayfleet.cluster.pytorch_plan"]) == set(ActionModule._VALID_ARGS) == set(PYTORCH_VARS)
-    assert task["register"] == "__pytorch_plan"
-    assert set(yaml.safe_load(pytorch_plan_module.DOCUMENTATION)["options"]) == set(PYTORCH_VARS)
-    returned = set(yaml.safe_load(pytorch_plan_module.RETURN))
-    assert returned == {*pytorch_plan("node7", settings()), "problems"}

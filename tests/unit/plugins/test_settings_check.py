@@ -12,8 +12,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.rayfleet.cluster.plugins.action.settings_check import ActionModule
-from ansible_collections.rayfleet.cluster.plugins.modules import settings_check as settings_check_module
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import Call, run_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.settings_check import (
     ROLE_VARS,
     PlanError,
@@ -319,29 +318,9 @@ def test_an_unknown_role_or_other_variables_are_named():
         settings_check("common", "node7", {**settings("common"), "common_user": "ray"})
 
 
-@pytest.mark.parametrize("role", sorted(ROLE_VARS))
-def test_each_roles_task_gives_exactly_its_variables(role):
-    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks/validate.yml").read_text())
-    (task,) = [t for t in tasks if "rayfleet.cluster.settings_check" in t]
-    args = task["rayfleet.cluster.settings_check"]
-    assert set(args) == set(ActionModule._VALID_ARGS)
-    assert args["role"] == role
-    assert list(args["settings"]) == list(ROLE_VARS[role])
-    assert all(value == "{{ " + name + " }}" for name, value in args["settings"].items())
-
-
-def test_the_module_documents_the_action():
-    doc = yaml.safe_load(settings_check_module.DOCUMENTATION)
-    assert set(doc["options"]) == set(ActionModule._VALID_ARGS)
-    assert doc["options"]["role"]["choices"] == list(ROLE_VARS)
-
-
 def test_the_action_counts_the_inventorys_ray_nodes_once():
     task_vars = {"groups": {"ray_head": ["h0"], "ray_worker": ["h0", "h1"]}}
-    action = object.__new__(ActionModule)
-    args = {"role": "preflight", "settings": settings("preflight", preflight_nodes=2)}
-    assert action.plan("h0", args, task_vars, {})["role"] == "preflight"
+    assert run_plan("preflight", Call("h0", settings("preflight", preflight_nodes=2), {}, task_vars))["role"] == (
+        "preflight")
     with pytest.raises(PlanError, match="the inventory has 2 node"):
-        action.plan("h0", {**args, "settings": settings("preflight", preflight_nodes=3)}, task_vars, {})
-    with pytest.raises(PlanError, match="settings is null; expected a mapping"):
-        action.plan("h0", {"role": "common", "settings": None}, task_vars, {})
+        run_plan("preflight", Call("h0", settings("preflight", preflight_nodes=3), {}, task_vars))

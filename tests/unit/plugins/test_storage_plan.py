@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.rayfleet.cluster.plugins.action.storage_plan import ActionModule
-from ansible_collections.rayfleet.cluster.plugins.modules import storage_plan as storage_plan_module
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import (
     MOUNT_KEYS,
     PlanError,
@@ -357,9 +355,3 @@ def test_the_controller_file_is_hashed(tmp_path):
     with pytest.raises(PlanError, match="has sha256 "):
         storage_plan("node7", {**v, "shared_storage_efs_utils_source_checksum": "sha256:" + "0" * 64},
                      os_family="Debian")
-
-
-def test_the_role_gives_the_action_every_argument_and_the_module_documents_each():
-    (task,) = yaml.safe_load((ROOT / "roles/shared_storage/tasks/plan.yml").read_text())
-    assert set(task["rayfleet.cluster.storage_plan"]) == set(ActionModule._VALID_ARGS)
-    assert set(yaml.safe_load(storage_plan_module.DOCUMENTATION)["options"]) == set(ActionModule._VALID_ARGS)
