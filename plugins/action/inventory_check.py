@@ -330,7 +330,8 @@ class ActionModule(ActionBase):
                        {"membership": plan["cluster"]["membership"], "node_ip": plan["host"]["node_ip"]})
         elif role == "firewall":
             plan = self._ray_plan(host)
-            given = {"cluster_addresses": plan["cluster"]["sources"], "extra_ports": plan["host"]["extra_ports"]}
+            given = {"cluster_addresses": plan["cluster"]["sources"], "ray_ports": plan["host"]["ray_ports"],
+                     "worker_port_range": plan["host"]["worker_port_range"]}
             # the host's ephemeral port range is read on the host: offline, the rest is checked without it
             overrides = {"firewall_restrict_ephemeral_ports": False} \
                 if boolean(v.get("firewall_restrict_ephemeral_ports")) else {}

@@ -32,6 +32,8 @@ SHIFTED_PORTS = ("object_manager", "node_manager", "dashboard_agent_grpc", "runt
                  "dashboard_agent_listen")
 HEAD_PORTS = ("gcs", "dashboard", "client_server")
 PORT_VARS = {name: "ray_%s_port" % name for name in HEAD_PORTS + SHIFTED_PORTS + ("min_worker", "max_worker")}
+# The head's autoscaler and dashboard metrics ports: Ray's own, fixed (AUTOSCALER_METRIC_PORT, DASHBOARD_METRIC_PORT)
+METRICS_PORTS = (44217, 44227)
 # Ray ignores token authentication silently before this release
 TOKEN_AUTH_MIN_RAY = (2, 52)
 # Ray's own floor for the object store (ray start refuses less)
@@ -736,8 +738,14 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
         "config_paths": [i["config_path"] for i in instances],
         # What Ray must list alive for this host: its IP for its one node, <ip>/<name> for each instance
         "expected_nodes": expected_of(host, node_ip, [i["name"] for i in instances if i["name"]]),
-        # The ports of the instances beyond slot 0 (slot 0's are the single node's): the firewall opens these too
+        # The ports of the instances beyond slot 0 (slot 0's are the single node's)
         "extra_ports": sorted({i["ports"][key] for i in instances if i["slot"] > 0 for key in SHIFTED_PORTS}),
+        # Every single TCP port of the host's Ray nodes, which the firewall opens to the cluster: the head's, every
+        # instance's, and the head's metrics ports; and the worker port range all the instances share
+        "ray_ports": sorted({port for i in instances for key, port in i["ports"].items()
+                             if key in HEAD_PORTS + SHIFTED_PORTS and (key in SHIFTED_PORTS or i["slot"] == 0)}
+                            | set(METRICS_PORTS)),
+        "worker_port_range": "%d-%d" % (base["min_worker"], base["max_worker"]),
     }
 
 

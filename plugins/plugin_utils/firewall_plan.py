@@ -114,14 +114,15 @@ def ephemeral_range(text):
     return bounds[0], bounds[1]
 
 
-def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=0, nfs_extra_clients=(),
-                  ephemeral_text=None):
+def firewall_plan(host, args, member_addresses, *, ray_ports=(), worker_port_range="", nfs_port=0,
+                  nfs_extra_clients=(), ephemeral_text=None):
     """This host's firewall: names, address sets and port lists for the templates.
 
     args: the firewall role's variables (firewall_*, ray_cluster_name).
     member_addresses: every address of every cluster host (a node may reach another from any interface), or the
     cluster's networks with ray_membership network: the cluster plan's sources.
-    ray_ports_extra: the node ports of the host's node instances beyond slot 0 (the cluster plan's).
+    ray_ports: every single TCP port of the host's Ray nodes, worker_port_range: their worker port range (low-high;
+    firewall_ray_port_range, when set, instead): the cluster plan's.
     nfs_port: the NFS port when the host serves NFS to the cluster (0: it does not); nfs_extra_clients, the
     addresses or CIDRs outside the cluster it serves too.
     ephemeral_text: /proc/sys/net/ipv4/ip_local_port_range's text, read on the host when
@@ -134,9 +135,11 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
     ssh_sources = _networks("firewall_ssh_allowed_sources", args.get("firewall_ssh_allowed_sources"), problems,
                             prefix)
     nfs_clients = _networks("nfs_server_extra_clients", list(nfs_extra_clients), problems, prefix)
-    ray_ports = _ports("firewall_ray_ports", args.get("firewall_ray_ports"), problems, prefix)
+    more_ports = _ports("firewall_ray_ports", args.get("firewall_ray_ports"), problems, prefix)
     host_ports = _ports("firewall_host_ports", args.get("firewall_host_ports"), problems, prefix)
-    port_range = _range("firewall_ray_port_range", args.get("firewall_ray_port_range"), prefix, problems)
+    given_range = args.get("firewall_ray_port_range")
+    port_range = _range("firewall_ray_port_range", given_range, prefix, problems) if given_range not in ("", None) \
+        else _range("the ray role's worker port range", worker_port_range, prefix, problems)
     if nfs_port and _port(nfs_port) is None:
         problems.append("%s nfs_server_port is %s: expected a TCP port (1-65535)." % (prefix, _json(nfs_port)))
     members = []
@@ -166,7 +169,7 @@ def firewall_plan(host, args, member_addresses, *, ray_ports_extra=(), nfs_port=
     suffix = "-" + name if name else ""
     table = "rayfleet" + suffix.replace("-", "_")
     restricted = "%d-%d" % port_range
-    own_ports = ray_ports + [int(p) for p in ray_ports_extra] + ([int(nfs_port)] if nfs_port else [])
+    own_ports = [int(p) for p in ray_ports] + more_ports + ([int(nfs_port)] if nfs_port else [])
 
     ephemeral = ""
     shared_ports = sorted(set(host_ports))

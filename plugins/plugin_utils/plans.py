@@ -214,7 +214,7 @@ def _firewall(call):
     try:
         return firewall_plan(
             host, settings, call.given.get("cluster_addresses") or [],
-            ray_ports_extra=call.given.get("extra_ports") or (),
+            ray_ports=call.given.get("ray_ports") or (), worker_port_range=call.given.get("worker_port_range"),
             nfs_port=v.get("nfs_server_port", 2049) if serves_nfs else 0,
             nfs_extra_clients=(v.get("nfs_server_extra_clients") or []) if serves_nfs else [],
             ephemeral_text=call.given.get("ip_local_port_range"))
@@ -406,7 +406,7 @@ PLANS = {
     "ray": Plan(_ray, given=("left_out",)),
     "firewall": Plan(_firewall, reads=("ray_cluster_name", "nfs_server_enabled", "nfs_server_port",
                                        "nfs_server_extra_clients"),
-                     given=("cluster_addresses", "extra_ports", "ip_local_port_range")),
+                     given=("cluster_addresses", "ray_ports", "worker_port_range", "ip_local_port_range")),
     "monitoring": Plan(_monitoring, given=("membership", "cluster")),
     "ssh_trust": Plan(_ssh_trust, given=("membership", "node_ip")),
     "nfs_server": Plan(_nfs_server, given=("cluster_addresses",)),

@@ -92,10 +92,6 @@ class Stage:
 # ssh_trust_cert_renew_before (4 weeks by default; at least 2 weeks is safe)
 CERT_RENEWAL_PERIOD_S = 7 * 86400
 
-# The Ray ports the firewall opens: the ray role's settings, read by the firewall role's defaults
-_RAY_PORTS = ("ray_gcs_port", "ray_client_server_port", "ray_dashboard_port", "ray_dashboard_agent_grpc_port",
-              "ray_dashboard_agent_listen_port", "ray_metrics_export_port", "ray_min_worker_port",
-              "ray_max_worker_port", "ray_node_manager_port", "ray_object_manager_port", "ray_runtime_env_agent_port")
 # Where pip finds the ML wheels (an offline site's wheelhouse), read by every role that installs into the Ray venv
 _WHEELHOUSE = ("pytorch_find_links", "pytorch_no_index")
 
@@ -107,9 +103,10 @@ STAGES = (
           reads=(*_WHEELHOUSE, "ray_cluster_name", "ray_state", "ray_venv_dir"), upstream=("gpu",),
           tags=("gpu", "nccl")),
     Stage("firewall", ("firewall",), "firewall.yml",
-          reads=(*_RAY_PORTS, "ray_cluster_name", "monitoring_node_exporter_port", "monitoring_dcgm_exporter_port",
+          reads=("ray_cluster_name", "monitoring_node_exporter_port", "monitoring_dcgm_exporter_port",
                  "nfs_server_enabled", "nfs_server_port", "nfs_server_extra_clients"),
-          plan=("cluster.sources", "host.any_role_units", "host.extra_ports"), cluster_inputs=HEAD,
+          plan=("cluster.sources", "host.any_role_units", "host.ray_ports", "host.worker_port_range"),
+          cluster_inputs=HEAD,
           tags=("firewall", "security")),
     # static membership: every member's host key and address are plan inputs (known_hosts, from=); network
     # membership: none, so a host that joins runs the stage alone. The cluster key pair and the certificate

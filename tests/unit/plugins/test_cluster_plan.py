@@ -164,6 +164,9 @@ def test_a_hosts_one_node():
     assert one["temp_dir"] == "/tmp/ray-teamb" and one["node_name"] == "" and one["label"] == "worker"
     assert one["container_record"] == "/etc/rayfleet/ray-teamb-worker.container.json" and one["suffix"] == ""
     assert plan["expected_nodes"] == {"10.0.0.5": "node7"} and plan["extra_ports"] == []
+    # what the firewall opens: every single port of the node, the head's metrics ports, and the worker range
+    assert plan["ray_ports"] == [6379, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365]
+    assert plan["worker_port_range"] == "10002-11999"
     assert one["ports"]["min_worker"] == 10002 and one["ports"]["max_worker"] == 11999
 
 
@@ -176,6 +179,7 @@ def test_instances_in_fixed_slots():
     assert plan["slot_count"] == 4
     assert plan["expected_nodes"] == {"10.0.0.5/gpu1": "node7/gpu1", "10.0.0.5/gpu3": "node7/gpu3"}
     assert plan["extra_ports"] == sorted(p + 100 * s for s in (1, 3) for p in (8076, 8077, 8078, 8079, 8080, 52365))
+    assert set(plan["extra_ports"]) < set(plan["ray_ports"])
 
 
 def test_the_cluster_members_ips_and_expected_nodes():

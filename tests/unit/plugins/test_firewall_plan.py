@@ -15,16 +15,18 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.firewall_plan imp
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULTS = yaml.safe_load((ROOT / "roles/firewall/defaults/main.yml").read_text())
-# the role's defaults as the play renders them (the ray role's pinned ports)
-SETTINGS = {**DEFAULTS, "ray_cluster_name": "",
-            "firewall_ray_ports": [6379, 8265, 10001, 8076, 8077, 8078, 8079, 8080, 52365, 44217, 44227],
-            "firewall_host_ports": ["9100", "9400"], "firewall_ray_port_range": "10002-11999"}
+# the role's defaults as the play renders them
+SETTINGS = {**DEFAULTS, "ray_cluster_name": "", "firewall_host_ports": ["9100", "9400"]}
+# the Ray nodes' ports and worker range as the cluster plan gives them for the ray role's defaults
+RAY_PORTS = [6379, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365]
+WORKER_RANGE = "10002-11999"
 MEMBERS = ("10.89.0.2", "10.89.0.3", "10.89.0.4", "fd00::2")
 EPHEMERAL = "32768\t60999\n"
 
 
 def plan(members=MEMBERS, ephemeral=EPHEMERAL, **settings):
-    return firewall_plan("worker1", {**SETTINGS, **settings}, members, ephemeral_text=ephemeral)
+    return firewall_plan("worker1", {**SETTINGS, **settings}, members, ray_ports=RAY_PORTS,
+                         worker_port_range=WORKER_RANGE, ephemeral_text=ephemeral)
 
 
 def problems(**kwargs) -> str:
@@ -69,9 +71,16 @@ def test_ssh_restricted_to_sources_keeps_the_cluster_and_ipv6():
     assert got["ssh_v6"] == ["2001:db8:1::/48", "fd00::2"]
 
 
+def test_more_ports_and_another_worker_range_are_the_firewalls_own_settings():
+    """The Ray ports are the ray role's (its plan's): firewall_ray_ports adds to them, firewall_ray_port_range set
+    replaces the ray role's worker range."""
+    got = plan(firewall_ray_ports=[7000, 6379], firewall_ray_port_range="20000-20999")
+    assert got["tcp_ports"] == "6379, 7000, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365, 20000-20999"
+
+
 def test_instance_ports_and_nfs_are_opened():
-    got = firewall_plan("nfs1", SETTINGS, MEMBERS, ray_ports_extra=[8176, 8177], nfs_port="2049",
-                        nfs_extra_clients=["192.0.2.0/24", "2001:db8::5"], ephemeral_text=EPHEMERAL)
+    got = firewall_plan("nfs1", SETTINGS, MEMBERS, ray_ports=[*RAY_PORTS, 8176, 8177], worker_port_range=WORKER_RANGE,
+                        nfs_port="2049", nfs_extra_clients=["192.0.2.0/24", "2001:db8::5"], ephemeral_text=EPHEMERAL)
     assert got["tcp_ports"].startswith("2049, 6379, 8076, 8077, 8078, 8079, 8080, 8176, 8177, 8265")
     assert got["nfs_port"] == 2049
     assert got["nfs_extra_clients"] == [{"family": "ip", "source": "192.0.2.0/24"},

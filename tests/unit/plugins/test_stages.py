@@ -624,8 +624,9 @@ def test_each_stage_reads_its_roles_argument_specs_and_the_variables_it_declares
         assert not variables[stage.name] & stages.RUN_OPTIONS, stage.name
     # a stage that reads the cluster plan reads the keys it declares of it (the plan, not every ray_ setting)
     assert "ray_num_cpus" not in variables["firewall"] and "ray_num_cpus" not in variables["monitoring"]
-    assert "ray_gcs_port" in variables["firewall"]
-    assert {"host.extra_ports", "host.any_role_units", "cluster.sources"} <= set(stages.STAGE_BY_NAME["firewall"].plan)
+    # the Ray ports reach the firewall through the plan (host.ray_ports), their one home the ray role
+    assert "ray_gcs_port" not in variables["firewall"]
+    assert {"host.ray_ports", "host.any_role_units", "cluster.sources"} <= set(stages.STAGE_BY_NAME["firewall"].plan)
     # the ray stage reads its host's plan whole, and of the cluster nothing: no other member's address or key
     assert stages.STAGE_BY_NAME["ray"].plan == ("host",)
     assert "ray_limit_nofile" in variables["common"] and "ray_num_cpus" not in variables["common"]
