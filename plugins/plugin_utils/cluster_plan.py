@@ -352,42 +352,18 @@ HTTP_URL = re.compile(r"https?://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za
                       r"(?::(?P<port>[0-9]{1,5}))?(?P<path>/\S*)?")
 RAY_STATES = ("started", "stopped", "restarted", "baked")
 DASHBOARD_URL_VARS = ("ray_dashboard_prometheus_url", "ray_dashboard_grafana_url", "ray_dashboard_grafana_iframe_url")
-# The task's optional arguments and what the plan reads when a task leaves one out (the ray role's defaults, where
-# those are plain values; the role's tasks/plan.yml gives every one)
-SETTING_DEFAULTS = {
-    "ray_cluster_name": "",
-    "ray_membership": "static",
-    "ray_cluster_networks": [],
-    "ray_runtime": "host",
-    "ray_state": "started",
-    "ray_stop_drain_s": 20,
-    "ray_liveness_check_interval_s": 5,
-    "ray_restart_sec": 5,
-    "ray_gcs_reconnect_timeout_s": 30,
-    "ray_wait_timeout": 180,
-    "ray_restart_running_jobs": False,
-    "ray_restart_wait_s": 0,
-    "ray_limit_nofile": 65536,
-    "ray_resources": {},
-    "ray_preemption_provider": "aws",
-    "ray_preemption_metadata_url": "",
-    "ray_preemption_interval_s": 5,
-    "ray_dashboard_prometheus_url": "",
-    "ray_dashboard_grafana_url": "",
-    "ray_dashboard_grafana_iframe_url": "",
-    "ray_container_engine": "podman",
-    "ray_container_image": "",
-    "ray_container_image_archive": "",
-    "ray_container_pull": "missing",
-    "ray_container_python": "python",
-    "ray_container_shm_size_mb": None,
-    "ray_container_gpus": "all",
-    "ray_container_nvidia_key_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
-    "ray_container_nvidia_key_fingerprint": "C95B321B61E88C1809C4F759DDCAE044F796ECB0",
-}
-# The settings checked besides those of the nodes' shape: the optional ones above, the token's path (read with token
-# authentication) and a worker's head address
-SETTING_VARS = ("ray_auth_token_path", "ray_head_address", *SETTING_DEFAULTS)
+# The ray role's settings the plan checks besides its nodes' shape (their defaults: the role's defaults/main.yml)
+SETTING_NAMES = (
+    "ray_cluster_name", "ray_membership", "ray_cluster_networks", "ray_runtime", "ray_state", "ray_stop_drain_s",
+    "ray_liveness_check_interval_s", "ray_restart_sec", "ray_gcs_reconnect_timeout_s", "ray_wait_timeout",
+    "ray_restart_running_jobs", "ray_restart_wait_s", "ray_limit_nofile", "ray_resources", "ray_preemption_provider",
+    "ray_preemption_metadata_url", "ray_preemption_interval_s", "ray_dashboard_prometheus_url",
+    "ray_dashboard_grafana_url", "ray_dashboard_grafana_iframe_url", "ray_container_engine", "ray_container_image",
+    "ray_container_image_archive", "ray_container_pull", "ray_container_python", "ray_container_shm_size_mb",
+    "ray_container_gpus", "ray_container_nvidia_key_url", "ray_container_nvidia_key_fingerprint",
+)
+# And the token's path (read with token authentication) and a worker's head address
+SETTING_VARS = ("ray_auth_token_path", "ray_head_address", *SETTING_NAMES)
 
 
 def _matches(pattern, value):

@@ -29,7 +29,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     HEALTH_VARS,
     MEMBER_MONITORING_VARS,
     PORT_VARS,
-    SETTING_DEFAULTS,
     SETTING_VARS,
     PlanError,
     _json,
@@ -141,7 +140,7 @@ def _ray(call):
         if name in UNREAD and v.get(UNREAD[name][0]) != UNREAD[name][1]:
             settings[name] = ""
         else:
-            settings[name] = v.get(name, SETTING_DEFAULTS.get(name))
+            settings[name] = v.get(name)
     # the health timer's variables are checked when the role has them (the ray role does)
     settings.update((name, v[name]) for name in HEALTH_VARS if name in v)
     groups = call.groups
@@ -188,7 +187,7 @@ def _heads_value(call, head, var):
     head_vars = hostvars.get(head) or {}
     if head_vars.get(var) is not None:
         return head_vars[var]
-    mine = call.v.get(var, SETTING_DEFAULTS.get(var))
+    mine = call.v.get(var)
     if var not in (hostvars.get(call.host) or {}):
         return mine
     default = call.role_default(var)

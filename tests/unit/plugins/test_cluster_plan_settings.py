@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
-    SETTING_DEFAULTS,
+    SETTING_NAMES,
     PlanError,
     host_plan,
     http_url,
@@ -241,12 +241,10 @@ def test_http_urls(url, with_path, bare):
 
 # --- the action, the module's documentation and the role's task agree ---------------------------------------------
 
-def test_the_defaults_are_the_roles_and_the_documented_ones():
+def test_the_settings_are_the_roles_declared_and_defaulted_variables():
     options = yaml.safe_load((ROOT / "roles/ray/meta/argument_specs.yml").read_text())["argument_specs"]["main"]
-    for var, value in SETTING_DEFAULTS.items():
-        role = DEFAULTS[var]
-        assert value == role or (isinstance(role, str) and "{{" in role and value == ""), var
-        assert var in options["options"], var
+    for var in SETTING_NAMES:
+        assert var in DEFAULTS and var in options["options"], var
 
 
 def ray_plan(args, task_vars, role_default=lambda var: None):
@@ -259,20 +257,32 @@ def action_plan(args, group_names=("ray_worker",)):
     return ray_plan(args, task_vars)
 
 
-def test_the_action_reads_an_option_left_out_as_its_default():
-    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
-    assert action_plan(required)["host"]["role"] == "worker"
+def test_the_plan_reads_a_setting_the_host_leaves_unset_as_the_roles_default():
+    """The ray role's defaults/main.yml is the one home of its defaults: a variable the host's values lack reads as
+    the default there (the plan action's Variables), and a path with none is named."""
+    from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import Variables, plan_variables
+
+    mine = {**{name: worker()[name] for name in ("ray_node_role", "ray_node_ip", "ray_temp_dir", "ray_head_address",
+                                                   "ray_auth_token_path")},
+            "ray_dashboard_prometheus_url": "", "ray_dashboard_grafana_url": "", "ray_dashboard_grafana_iframe_url": "",
+            "ray_version": DEFAULTS["ray_version"]}
+
+    def planned(**extra):
+        task_vars = {**mine, **extra}
+        return action_plan(Variables(plan_variables("ray"), task_vars, lambda value: value))
+
+    assert planned()["host"]["role"] == "worker"
     with pytest.raises(PlanError, match='ray_container_image is ""; expected the node image'):
-        action_plan({**required, "ray_runtime": "container"})
+        planned(ray_runtime="container")
     with pytest.raises(PlanError, match="ray_auth_token_path is null"):
-        action_plan({name: value for name, value in required.items() if name != "ray_auth_token_path"})
+        planned(ray_auth_token_path=None)
 
 
 def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_names_it():
     """ray_head_address empty (the role's default): the head's ray_node_ip where its inventory sets it, else its
     default-route address, read by the cluster plan (not through hostvars in the role); a name given is kept; the
     head reaches itself at its own IP; with no head in the inventory the worker's plan fails naming the variable."""
-    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+    required = {name: worker()[name] for name in HOST_VARS}
 
     def head_address(head_vars, role="worker", address="", heads=("h",)):
         task_vars = {"groups": {"ray_head": list(heads), "ray_worker": ["node7"]}, "hostvars": {"h": head_vars},
@@ -298,7 +308,7 @@ class _Role:
 
 
 def _gcs_address(hostvars, role="worker", address="", **extra):
-    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS} | extra
+    required = {name: worker()[name] for name in HOST_VARS} | extra
     task_vars = {"groups": {"ray_head": ["h"], "ray_worker": ["node7"]}, "hostvars": hostvars,
                  "group_names": ["ray_worker"]}
     args = {**required, "ray_node_role": role, "ray_head_address": address,
@@ -370,7 +380,7 @@ def test_a_node_outside_the_cluster_networks_is_named():
 def test_with_network_membership_the_clusters_sources_are_its_networks():
     """A member that joins or leaves changes the members, never the sources the firewall, from= and the NFS exports
     are made of."""
-    required = {name: worker()[name] for name in HOST_VARS if name not in SETTING_DEFAULTS}
+    required = {name: worker()[name] for name in HOST_VARS}
     facts = {"ansible_facts": {"default_ipv4": {"address": "10.0.0.1"}, "all_ipv4_addresses": ["10.0.0.1"]}}
 
     def cluster(workers, **extra):
