@@ -9,6 +9,7 @@ The contract (what a launcher writes; everything else is baked into the image):
       {"role": "worker", "head_address": "10.0.0.10:6379"}    a worker (host or host:port)
       optional: "node_ip" (default: this host's default-route address),
                 "num_gpus", "num_cpus" (default: the baked ones; the GPUs the node's admission expects),
+                "resources" (custom resources, such as a node type's {"trainer": 1}; default: the baked ones),
                 "autoscaling_config" (head only: ray up's bootstrap config, to run the autoscaler)
   /etc/rayfleet/auth-token    the cluster's Ray token, mode 0600, owned by the Ray user, when the image was
                               baked with token authentication (ray_auth_mode: token). Never in the image.
@@ -44,7 +45,7 @@ from rayfleet.raynode import RayNodeSettings
 
 LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
 DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
-LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "autoscaling_config"}
+LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "resources", "autoscaling_config"}
 BAKE_ONLY_KEYS = {"units", "config_paths", "service_user", "cluster_name"}
 
 

@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """playbooks/bake.yml end to end in the sandbox (podman backend), on real hosts:
 
-a bare builder host -> bake (same roles as site.yml, image_cleanup and its hygiene checks, podman commit) ->
+a bare builder host -> bake (same roles as site.yml, Ray Train for the checkpoint store, image_cleanup and its
+hygiene checks, podman commit) ->
 three hosts booted from the image start Ray by themselves from their launch file -> site.yml on them installs no
 package (but the NFS server's, which no node image holds), leaves Ray untouched and skips the base stage (recorded for
 the image) -> with network membership, one more host booted from the image proves itself (its link pair-tested
-against the proved nodes before its Ray starts), takes a task and changes nothing on the hosts already there.
+against the proved nodes before its Ray starts), takes a task and changes nothing on the hosts already there -> a
+worker under a Ray Train run is reclaimed abruptly, as a spot instance is, and the run resumes from its last
+checkpoint on a host freshly booted from the image in its place.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from bakeflow import (
+    TOKEN_PATH,
+    VENV,
     alive_nodes,
     bake,
     changed_tasks,
@@ -39,6 +44,8 @@ from sandbox import ROOT, Sandbox, build_image, podman
 IMAGE_NAME, TAG = "rayfleet-node-test", "ci"
 IMAGE = f"localhost/{IMAGE_NAME}:{TAG}"
 HYGIENE = ROOT / "roles/image_cleanup/files/image_hygiene.py"
+# On the volume every sandbox host mounts (tools/sandbox.py SHARED_MOUNT)
+CHECKPOINTS = "/mnt/checkpoints/rayfleet"
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,9 @@ def baked(builder):
                              f" && for u in {' '.join(LEFTOVER_UNITS)}; do printf '{unit}' > /etc/systemd/system/$u;"
                              " done && systemctl daemon-reload"
                              f" && systemctl enable --now {' '.join(LEFTOVER_UNITS)}")
-    proc = bake(builder, IMAGE_NAME, TAG)
+    # the nodes keep checkpoints on the volume every sandbox host mounts: the image holds Ray Train for them
+    proc = bake(builder, IMAGE_NAME, TAG, "-e", "checkpoint_store_backend=shared",
+                "-e", f"checkpoint_store_path={CHECKPOINTS}")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     yield proc
     remove_image(IMAGE)
@@ -227,5 +236,97 @@ def test_a_host_booted_into_the_running_cluster_is_pair_tested_gets_a_task_and_c
         assert task_on(sb, nodes[new["address"]]) == new["container"]  # the hostname the task ran on
         assert {h: host_state(sb, h) for h in old} == before, "a host that was there changed"
         assert {ip: nodes.get(ip) for ip in ids} == ids, "a Ray node that was there restarted"
+    finally:
+        sb.remove("worker3")
+
+
+# A Ray Train run that checkpoints every PAUSE_S seconds into the shared store, each checkpoint naming the host it was
+# written on by its machine id (a host booted from the image makes its own at first boot); its one training worker
+# needs the 'trainer' resource, which only the reclaimed worker and its replacement carry (their launch files')
+TRAIN = r'''
+import json, os, sys, tempfile, time
+import ray, ray.train
+from ray.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+
+def loop(config):
+    start = 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as d:
+            with open(os.path.join(d, "state.json")) as f:
+                start = json.load(f)["epoch"] + 1
+    machine = open("/etc/machine-id").read().strip()
+    for epoch in range(start, config["epochs"]):
+        time.sleep(config["pause"])
+        with tempfile.TemporaryDirectory() as d:
+            state = {"epoch": epoch, "machine": machine, "resumed_from": start}
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump(state, f)
+            ray.train.report(state, checkpoint=Checkpoint.from_directory(d))
+
+ray.init(address="auto", logging_level="ERROR")
+trainer = TorchTrainer(
+    loop, train_loop_config={"pause": float(sys.argv[3]), "epochs": int(sys.argv[4])},
+    scaling_config=ScalingConfig(num_workers=1, use_gpu=False, resources_per_worker={"CPU": 1, "trainer": 1}),
+    run_config=RunConfig(storage_path=sys.argv[1], name=sys.argv[2], failure_config=FailureConfig(max_failures=3)))
+print("RESULT " + json.dumps(trainer.fit().metrics), flush=True)
+'''
+STATES = ("for f in $(find {root} -name state.json 2>/dev/null); do cat $f 2>/dev/null; echo; done")
+PAUSE_S, EPOCHS = 2, 12
+
+
+def _states(sb, root):
+    """The states of a run's checkpoints in the store, by epoch (one being written is left out)."""
+    found = {}
+    for line in exec_on(sb, "head", STATES.format(root=root), check=False).splitlines():
+        try:
+            state = json.loads(line)
+        except ValueError:
+            continue
+        found[state["epoch"]] = state
+    return [found[epoch] for epoch in sorted(found)]
+
+
+def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_and_ray_train_resumes_there(cluster):
+    """The spot path: the worker under a Ray Train run is killed at once (no drain, no shutdown: the instance is
+    gone), a host of the same node type boots from the image in its place, proves itself and joins, and the run
+    resumes on it from the last checkpoint the reclaimed worker wrote to the shared store, not from the start."""
+    sb, head_ip, _addresses = cluster
+    wait_alive(sb, head_ip, 3, timeout=120)
+    trainer = {"worker3": {"resources": {"trainer": 1}}}
+    run = f"spot-{int(time.time())}"
+    root = f"/mnt/checkpoints/{run}"
+    try:
+        sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
+        wait_alive(sb, head_ip, 4, timeout=180, admitted=True)
+        reclaimed = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
+        # the driver on the head, as the Ray user, left running in the background
+        driver = (f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python "
+                  f"/tmp/rayfleet-train.py /mnt/checkpoints {run} {PAUSE_S} {EPOCHS}")
+        exec_on(sb, "head", f"cat > /tmp/rayfleet-train.py <<'EOF'\n{TRAIN}\nEOF\n"
+                            f"cd /tmp && setsid nohup {driver} > /tmp/{run}.log 2>&1 &")
+        deadline = time.monotonic() + 300
+        while len(_states(sb, root)) < 3:
+            assert time.monotonic() < deadline, exec_on(sb, "head", f"tail -40 /tmp/{run}.log", check=False)
+            time.sleep(1)
+        assert {s["machine"] for s in _states(sb, root)} == {reclaimed}
+        podman("kill", sb.container("worker3"))
+        sb.remove("worker3")
+        sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
+        replacement = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
+        assert replacement != reclaimed
+        deadline = time.monotonic() + 420
+        log = ""
+        while "RESULT " not in log:
+            assert time.monotonic() < deadline, log[-4000:]
+            time.sleep(3)
+            log = exec_on(sb, "head", f"cat /tmp/{run}.log", check=False)
+        result = json.loads(log.split("RESULT ", 1)[1].splitlines()[0])
+        before = [s for s in _states(sb, root) if s["machine"] == reclaimed]
+        assert result["epoch"] == EPOCHS - 1 and result["machine"] == replacement, result
+        # resumed from a checkpoint the reclaimed worker wrote, read back from the store
+        assert 3 <= result["resumed_from"] <= before[-1]["epoch"] + 1, (before, result)
+        assert all(s["machine"] == reclaimed for s in _states(sb, root) if s["epoch"] < result["resumed_from"])
     finally:
         sb.remove("worker3")

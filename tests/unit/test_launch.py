@@ -46,6 +46,15 @@ def test_a_named_clusters_image_starts_its_own_unit_with_its_own_token():
     assert "cluster_name" not in settings.to_dict() and "--temp-dir=/tmp/ray-ci" in settings.start_args()
 
 
+def test_a_node_types_custom_resources_come_from_the_launch_file():
+    """A spot replacement or an autoscaled node of a type that carries a custom resource (a ray up node type's)."""
+    settings, _unit, _path = plan({"role": "worker", "head_address": "10.0.0.10", "resources": {"trainer": 1}},
+                                  DEFAULTS, node_ip="10.0.0.11")
+    assert '--resources={"trainer":1}' in settings.start_args()
+    with pytest.raises(SettingsError, match="resources.GPU: set num_cpus/num_gpus"):
+        plan({"role": "worker", "head_address": "10.0.0.10", "resources": {"GPU": 1}}, DEFAULTS, node_ip="10.0.0.11")
+
+
 @pytest.mark.parametrize(("launch", "message"), [
     ({"role": "manager"}, "role: expected one of ['head', 'worker']"),
     ({"role": "worker"}, "head_address: a worker needs"),
