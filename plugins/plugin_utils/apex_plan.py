@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     _whole,
     boolean,
@@ -136,10 +137,8 @@ def apex_plan(host, v, venv=None, hardware=None, cuda_home=None, *, is_dir=os.pa
     is_dir(path), exists(path): on the controller (apex_source given as a path).
     Returns where the source comes from, the build flags, the extensions and the modules they bring; given venv, the
     architectures to compile for (TORCH_CUDA_ARCH_LIST) and the build key."""
-    problems = []
-
-    def bad(var, expected):
-        problems.append("apex on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+    found = Problems("apex", host, v)
+    problems, bad = found.problems, found.bad
 
     cpp_ext, cuda_ext = _check(host, v, exists, bad, problems)
     if problems:

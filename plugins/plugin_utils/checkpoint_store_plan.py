@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     S3_BUCKET_RULES,
     PlanError,
+    Problems,
     _abs_path,
     _json,
     account,
@@ -170,13 +171,9 @@ def checkpoint_store_plan(host, v, heads=()):
     Returns the backend, the URI Ray Train reads (empty with backend none), the S3 endpoint's host[:port] and scheme,
     the owner and group of the shared directory, the head, and the marker's path and line (backend shared, else
     None)."""
-    problems = []
 
-    def problem(text):
-        problems.append("checkpoint_store on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("checkpoint_store", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     _check_settings(v, bad, problem)
     backend = v.get("checkpoint_store_backend")

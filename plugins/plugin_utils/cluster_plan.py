@@ -61,6 +61,27 @@ def _json(value):
         return repr(value)
 
 
+class Problems:
+    """Every problem found in one role's variables (v) on one host, each naming the role and the host: the one
+    bad-value message of every plan (problems: a list they go into, else a new one)."""
+
+    def __init__(self, role, host, v, problems=None):
+        self.role, self.host, self.v = role, host, v
+        self.problems = [] if problems is None else problems
+
+    def problem(self, text):
+        self.problems.append("%s on %s: %s" % (self.role, self.host, text))
+
+    def bad(self, var, expected):
+        self.problem("%s is %s; expected %s." % (var, _json(self.v.get(var)), expected))
+
+    def boolean(self, *names):
+        """Each of names true or false as Ansible's bool reads it, else named."""
+        for var in names:
+            if boolean(self.v.get(var)) is None:
+                self.bad(var, "true or false")
+
+
 def _whole(value, minimum=0):
     """value as an int when it is a whole number >= minimum (an int or its digits), else None."""
     if isinstance(value, bool):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, boolean
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, Problems, _json, boolean
 
 __all__ = ["CUDA_VARS", "REPO_DEFAULT_VERSION", "PlanError", "cuda_plan"]
 
@@ -73,15 +73,11 @@ def cuda_plan(host, v, hardware, default_source, toolkit, *, os_facts=()):
     Returns whether the host installs the toolkit (act) and whether it has an NVIDIA GPU, and where it does, the
     source, the release (major.minor), the toolkit's home, the packages and the host compiler nvcc is pointed at
     (empty: the default one)."""
-    problems = []
     toolkit = toolkit if isinstance(toolkit, Mapping) else {}
     os_name = _os_name(os_facts)
 
-    def problem(text):
-        problems.append("cuda on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("cuda", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     hw = hardware if isinstance(hardware, Mapping) else {}
     has_gpu = bool(_list(hw.get("nvidia_gpus")))

@@ -17,7 +17,13 @@ import ipaddress
 import os
 import re
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, _whole, boolean
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    Problems,
+    _json,
+    _whole,
+    boolean,
+)
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
 __all__ = ["GRAFANA_KEYS", "PlanError", "monitoring_plan", "parse_listen", "scrape_targets"]
@@ -178,14 +184,8 @@ def monitoring_plan(host, v, inventory_hosts, *, os_family=None, is_file=os.path
     Returns the listen addresses parsed (address, port and the listen text, IPv6 in brackets), the exporters' ports
     as numbers, whether this host is the monitoring host, and Grafana's key (its variable, URL and the pin
     normalised: no spaces, upper case) where it was checked, else None."""
-    problems = []
-    prefix = "monitoring on %s:" % host
-
-    def problem(text):
-        problems.append("%s %s" % (prefix, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("monitoring", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     monitoring_host = v.get("monitoring_host")
     hosts = list(inventory_hosts or [])

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     boolean,
     is_sha256_checksum,
@@ -204,10 +205,8 @@ def nccl_plan(host, v, hardware, interfaces=None, architecture=None):
     architecture: the host's architecture fact, read on a host that uses EFA (None: not checked).
     Returns the effective source (wheel, cuda_repo or none), whether EFA is used, the EFA devices' PCI addresses,
     whether one of them does RDMA reads (efa1 and later: GPUDirect over EFA), and pip's arguments for the wheel."""
-    problems = []
-
-    def bad(var, expected):
-        problems.append("nccl on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+    found = Problems("nccl", host, v)
+    problems, bad = found.problems, found.bad
 
     source, efa = decide(v, hardware)
     _check_settings(host, v, source, bad, problems)

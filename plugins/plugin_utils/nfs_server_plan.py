@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     _whole,
     check_ip,
@@ -126,8 +127,7 @@ def _check_export(export):
 
 def _check_settings(host, v, os_family, problems):
     """The problems of the role's variables besides the exports and clients (each one sentence, with the host)."""
-    def bad(var, expected):
-        problems.append("nfs_server on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+    bad = Problems("nfs_server", host, v, problems).bad
 
     implementation = v.get("nfs_server_implementation")
     if implementation not in IMPLEMENTATIONS:

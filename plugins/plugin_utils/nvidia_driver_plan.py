@@ -24,7 +24,13 @@ import os
 import re
 from collections.abc import Mapping
 
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import PlanError, _json, _whole, boolean
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
+    PlanError,
+    Problems,
+    _json,
+    _whole,
+    boolean,
+)
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.openpgp import pinned_fingerprint
 
 __all__ = ["NVIDIA_DRIVER_VARS", "OS_ARGS", "PlanError", "nvidia_driver_plan", "repository"]
@@ -191,15 +197,11 @@ def nvidia_driver_plan(host, v, os_values, hardware=None, *, architecture=None, 
     os_facts: the distribution and its version, for messages.
     scope: main (the role), or repository (the repository entry point: the source and the key's pin only).
     is_file(path): whether path is a file on the controller (the Secure Boot key pair)."""
-    problems = []
     os_values = os_values if isinstance(os_values, Mapping) else {}
     os_name = _os_name(os_facts)
 
-    def problem(text):
-        problems.append("nvidia_driver on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("nvidia_driver", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     if scope not in SCOPES:
         raise PlanError(["nvidia_driver on %s: the plan's scope is %s; expected main or repository."

@@ -15,6 +15,7 @@ import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     boolean,
     is_url,
@@ -39,10 +40,8 @@ def pytorch_plan(host, v):
 
     Returns the requirements (torch pinned to pytorch_version, then pytorch_extra_packages) and pip's extra
     arguments (--find-links and --index-url when set, --no-index with pytorch_no_index; empty when none is)."""
-    problems = []
-
-    def bad(var, expected):
-        problems.append("pytorch on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+    found = Problems("pytorch", host, v)
+    problems, bad = found.problems, found.bad
 
     version = v.get("pytorch_version")
     if not (isinstance(version, str) and VERSION.match(version)):

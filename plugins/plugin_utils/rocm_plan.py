@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     boolean,
     is_sha256_checksum,
@@ -94,16 +95,12 @@ def rocm_plan(host, v, hardware, default_source, rocm, *, installer_url="", os_f
     Returns whether the host installs ROCm (act) and whether it has an AMD GPU, and where it does, the source, the
     release installed, the SMI tool, the distribution's packages and those held, and with amdgpu_install the
     installer's URL, its checksum and where the checked download is kept."""
-    problems = []
     rocm = rocm if isinstance(rocm, Mapping) else {}
     facts = tuple(os_facts)
     os_name = _os_name(facts)
 
-    def problem(text):
-        problems.append("rocm on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("rocm", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     hw = hardware if isinstance(hardware, Mapping) else {}
     has_gpu = bool(_list(hw.get("amd_gpus")))

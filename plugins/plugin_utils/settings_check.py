@@ -21,31 +21,12 @@ import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     NOFILE_MAX,
     PlanError,
+    Problems,
     _json,
     _whole,
     boolean,
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import AWS_REGION
-
-
-class Settings:
-    """One role's variables on one host being checked: bad() and problem() collect what is wrong, each naming the
-    role and the host."""
-
-    def __init__(self, role, host, v):
-        self.role, self.host, self.v = role, host, v
-        self.problems = []
-
-    def problem(self, text):
-        self.problems.append("%s on %s: %s" % (self.role, self.host, text))
-
-    def bad(self, var, expected):
-        self.problem("%s is %s; expected %s." % (var, _json(self.v.get(var)), expected))
-
-    def boolean(self, *names):
-        for var in names:
-            if boolean(self.v.get(var)) is None:
-                self.bad(var, "true or false")
 
 
 def _list(value):
@@ -383,7 +364,7 @@ def settings_check(role, host, v, *, inventory_nodes=0, is_file=os.path.isfile):
     if missing or unknown:
         raise PlanError(["settings_check on %s: the %s role's task gives %s; expected exactly the role's variables "
                          "%s." % (host, role, _json(sorted(v, key=str)), _json(list(ROLE_VARS[role])))])
-    s = Settings(role, host, v)
+    s = Problems(role, host, v)
     if role == "common":
         check_common(s, is_file)
     elif role == "image_cleanup":

@@ -28,6 +28,7 @@ import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     account,
     boolean,
@@ -169,13 +170,9 @@ def ssh_trust_plan(host, v, heads=(), workers=(), *, password_vars=(), login_use
     Returns whether host holds the private key, the booleans, whether it trusts by certificate (ca) and, so, its
     host certificate's principals, and the keywords the sshd drop-in sets (ssh_trust_sshd_settings with
     ssh_trust_sshd_harden, the certificate settings with ca) and the lines `sshd -T` must print for them."""
-    problems = []
 
-    def problem(text):
-        problems.append("ssh_trust on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("ssh_trust", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     ca = membership == "network"
     _check_key_path(v, "ssh_trust_key_path", "the cluster's private key file", is_dir, bad)

@@ -29,6 +29,7 @@ import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     account,
     boolean,
@@ -114,8 +115,7 @@ class _Mount:
 
 def _check_globals(host, v, problems):
     """The problems of the role's variables besides the mounts (each one sentence, with the host)."""
-    def bad(var, expected):
-        problems.append("shared_storage on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
+    bad = Problems("shared_storage", host, v, problems).bad
 
     if v.get("shared_storage_on_degraded") not in ON_DEGRADED:
         bad("shared_storage_on_degraded", "warn or fail")
@@ -233,15 +233,10 @@ def _text_or_empty(value):
     return value if isinstance(value, str) else None
 
 
-def _bad_setting(problems, host, v, var, expected):
-    problems.append("shared_storage on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected))
-
-
 def _check_efs_utils(host, v, wanted, problems, *, os_family, distribution, is_file, sha256_of):
     """The problems of where amazon-efs-utils comes from (each one sentence, with the host), on a host of os_family;
     wanted: the resolved mounts with state mounted."""
-    def bad(var, expected):
-        _bad_setting(problems, host, v, var, expected)
+    bad = Problems("shared_storage", host, v, problems).bad
 
     deb = _text_or_empty(v.get("shared_storage_efs_utils_deb"))
     source = _text_or_empty(v.get("shared_storage_efs_utils_source"))
@@ -272,8 +267,7 @@ def _check_efs_utils(host, v, wanted, problems, *, os_family, distribution, is_f
 
 def _check_efs_source(host, v, source, problems, *, is_file, sha256_of):
     """The problems of efs-utils' source release, built on this host."""
-    def bad(var, expected):
-        _bad_setting(problems, host, v, var, expected)
+    bad = Problems("shared_storage", host, v, problems).bad
 
     version = v.get("shared_storage_efs_utils_version")
     if isinstance(version, bool) or not EFS_UTILS_VERSION.match(str(version)):

@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import (
     PlanError,
+    Problems,
     _json,
     _whole,
     boolean,
@@ -95,13 +96,9 @@ def submit_host_plan(host, v, heads=(), workers=(), *, head_vars=None, login_use
     submitting user when submit_host_user is empty.
     Returns the head, its settings file and its preflight verdict's path, the head's SSH address and its known_hosts
     name, the submitting user, the tunnel unit, the commands, and the ports as numbers."""
-    problems = []
 
-    def problem(text):
-        problems.append("submit_host on %s: %s" % (host, text))
-
-    def bad(var, expected):
-        problem("%s is %s; expected %s." % (var, _json(v.get(var)), expected))
+    found = Problems("submit_host", host, v)
+    problems, problem, bad = found.problems, found.problem, found.bad
 
     _check_settings(v, bad)
     if v.get("submit_host_user") == "" and not (isinstance(login_user, str) and SUBMIT_USER.match(login_user)):

@@ -51,7 +51,7 @@ def test_a_node_types_custom_resources_come_from_the_launch_file():
     settings, _unit, _path = plan({"role": "worker", "head_address": "10.0.0.10", "resources": {"trainer": 1}},
                                   DEFAULTS, node_ip="10.0.0.11")
     assert '--resources={"trainer":1}' in settings.start_args()
-    with pytest.raises(SettingsError, match="resources.GPU: set num_cpus/num_gpus"):
+    with pytest.raises(SettingsError, match=re.escape("resources.GPU: set num_cpus/num_gpus")):
         plan({"role": "worker", "head_address": "10.0.0.10", "resources": {"GPU": 1}}, DEFAULTS, node_ip="10.0.0.11")
 
 
