@@ -242,7 +242,8 @@ def test_a_host_booted_into_the_running_cluster_is_pair_tested_gets_a_task_and_c
 
 # A Ray Train run that checkpoints every PAUSE_S seconds into the shared store, each checkpoint naming the host it was
 # written on by its machine id (a host booted from the image makes its own at first boot); its one training worker
-# needs the 'trainer' resource, which only the reclaimed worker and its replacement carry (their launch files')
+# needs the 'trainer' resource, which only the reclaimed worker and its replacement carry (their launch files'), and
+# the run retries without limit: it waits for the replacement to join, however long its boot and admission take
 TRAIN = r'''
 import json, os, sys, tempfile, time
 import ray, ray.train
@@ -269,7 +270,7 @@ ray.init(address="auto", logging_level="ERROR")
 trainer = TorchTrainer(
     loop, train_loop_config={"pause": float(sys.argv[3]), "epochs": int(sys.argv[4])},
     scaling_config=ScalingConfig(num_workers=1, use_gpu=False, resources_per_worker={"CPU": 1, "trainer": 1}),
-    run_config=RunConfig(storage_path=sys.argv[1], name=sys.argv[2], failure_config=FailureConfig(max_failures=3)))
+    run_config=RunConfig(storage_path=sys.argv[1], name=sys.argv[2], failure_config=FailureConfig(max_failures=-1)))
 print("RESULT " + json.dumps(trainer.fit().metrics), flush=True)
 '''
 STATES = ("for f in $(find {root} -name state.json 2>/dev/null); do cat $f 2>/dev/null; echo; done")
