@@ -314,6 +314,13 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         assert {s["machine"] for s in _states(sb, root)} == {reclaimed}
         podman("kill", sb.container("worker3"))
         sb.remove("worker3")
+        # the replacement comes once the cluster has lost the node (a cloud's replacement takes longer than Ray's
+        # health check): Ray has declared it dead and the run has given up its worker group there
+        deadline = time.monotonic() + 120
+        while len(alive_nodes(sb, head_ip)) > 3:
+            assert time.monotonic() < deadline, "the reclaimed node is still alive in Ray after 120 s"
+            time.sleep(1)
+        time.sleep(10)
         sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
         replacement = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
         assert replacement != reclaimed
