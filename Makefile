@@ -16,7 +16,7 @@ export CONTAINERS_CONF := $(CURDIR)/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bench-converge bench-bake bench-join bench-collective bench-localize bench-check test-gpu gpu-wheels bench-gpu collection docs clean
+.PHONY: help deps venv image node-image wheels demo demo-down doctor dashboard logs test test-full test-ubuntu lint sanity unit aws gpu-stack molecule molecule-full bake bake-full bench-converge bench-bake bench-join bench-collective bench-localize bench-check test-gpu gpu-wheels bench-gpu collection docs clean
 
 help:
 	@echo "make demo [WORKERS=N] [SUBMIT=1]  local Ray cluster on podman hosts, SUBMIT=1 adds a submit host (make demo-down removes it)"
@@ -126,7 +126,7 @@ test: deps venv
 	tools/stages.py $(STAGES_FIRST) molecule bake
 
 test-full: deps venv
-	tools/stages.py $(STAGES_FIRST) molecule-full bake test-ubuntu
+	tools/stages.py $(STAGES_FIRST) molecule-full bake-full test-ubuntu
 
 # The molecule scenario on Ubuntu 24.04 LTS hosts (the usual OS of GPU hosts and cloud images) instead of Debian 12.
 # Their Python is 3.12, for which there is no CPU torch wheel here: pip takes PyPI's CUDA build (about 4 GB a host).
@@ -190,6 +190,9 @@ gpu-stack: deps venv image  ## the GPU-stack roles on a sandbox host without a G
 	molecule test -s gpu_stack
 
 bake: deps venv image wheels  ## playbooks/bake.yml end to end: bare builder -> image -> 3 hosts from it -> site.yml
+	pytest -q -p no:cacheprovider --durations=0 -m 'not extended' tests/bake
+
+bake-full: deps venv image wheels  ## make bake, and a Ray Train run resumed on a spot reclaim's booted replacement
 	pytest -q -p no:cacheprovider --durations=0 tests/bake
 
 bench-converge: deps venv image wheels  ## site.yml first run, idempotent and one-drift re-runs, ray start floor -> docs/benchmarks.md

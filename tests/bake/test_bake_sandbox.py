@@ -289,6 +289,9 @@ def _states(sb, root):
     return [found[epoch] for epoch in sorted(found)]
 
 
+# Not in make test, to keep it short (make test-full runs it: make bake-full): a Ray Train run across a spot reclaim
+# and the replacement's boot and admission (about 3 min)
+@pytest.mark.extended
 def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_and_ray_train_resumes_there(cluster):
     """The spot path: the worker under a Ray Train run is killed at once (no drain, no shutdown: the instance is
     gone), a host of the same node type boots from the image in its place, proves itself and joins, and the run

@@ -262,8 +262,8 @@ def test_the_plan_reads_a_setting_the_host_leaves_unset_as_the_roles_default():
     the default there (the plan action's Variables), and a path with none is named."""
     from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import Variables, plan_variables
 
-    mine = {**{name: worker()[name] for name in ("ray_node_role", "ray_node_ip", "ray_temp_dir", "ray_head_address",
-                                                   "ray_auth_token_path")},
+    given = ("ray_node_role", "ray_node_ip", "ray_temp_dir", "ray_head_address", "ray_auth_token_path")
+    mine = {**{name: worker()[name] for name in given},
             "ray_dashboard_prometheus_url": "", "ray_dashboard_grafana_url": "", "ray_dashboard_grafana_iframe_url": "",
             "ray_version": DEFAULTS["ray_version"]}
 
