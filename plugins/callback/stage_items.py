@@ -19,10 +19,10 @@ description:
   - M(rayfleet.cluster.stage_record) records their state on the host, and the next run's
     M(rayfleet.cluster.drift_check) compares the host with it. The record is taken from what the stage did, so no
     second list of managed items is kept by hand.
-  - Without this callback no record is written and every stage runs on every run.
-  - Enable it in C(ansible.cfg) (C(callbacks_enabled = rayfleet.cluster.stage_items)); it prints nothing.
-requirements:
-  - enabled in callbacks_enabled
+  - The collection's playbooks load it with no configuration, from the C(callback_plugins/) directory beside them.
+    A playbook of your own that calls the stage modules without importing one of the collection's enables it in
+    C(ansible.cfg) (C(callbacks_enabled = rayfleet.cluster.stage_items)); without it no record is written and every
+    stage runs on every run. It prints nothing.
 """
 
 import os

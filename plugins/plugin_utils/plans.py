@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import yaml
+from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.apex_plan import APEX_VARS, apex_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.checkpoint_store_plan import (
     CHECKPOINT_STORE_VARS,
@@ -133,6 +134,8 @@ UNREAD = {"ray_auth_token_path": ("ray_auth_mode", "token"), "ray_head_address":
 
 def _ray(call):
     v, host = call.v, call.host
+    if call.given.get("node") is not None:  # the role's second call, once it has read the host
+        return _ray_node(call, call.given["node"])
     settings = {}
     for name in HOST_VARS:
         if name in HEALTH_VARS:
@@ -178,6 +181,65 @@ def _ray(call):
                               networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None,
                               gpu_hosts=groups.get("gpu", []), memo=call.memo, own=host)
     return {"host": mine, "cluster": cluster}
+
+
+# The share of a host's memory Ray gives its object store where it sets none (Ray's own default), and what a
+# container's /dev/shm holds beyond it (MiB)
+OBJECT_STORE_SHARE = 0.3
+SHM_HEADROOM_MB = 1024
+
+
+def _ray_node(call, node):
+    """The settings of this host's Ray nodes that depend on what the role read on the host (node): the container
+    probe's CPUs and memory, the nccl role's settings and the checkpoint store's environment file's digest."""
+    v, host = call.v, call.host
+    probe = node.get("probe") or {}
+    slots = max(int(node.get("slots") or 1), 1)
+    shares = bool(v.get("ray_node_instances"))
+    memtotal_mb = int(probe.get("memtotal_mb") or 4096)
+    cpus = v.get("ray_num_cpus")
+    if cpus is None and shares:  # several nodes on the host: one slot's share (Ray would give each all of them)
+        cpus = max(int(probe.get("cpus") or 1) // slots, 1)
+    store = v.get("ray_object_store_memory")
+    if store is None and shares:
+        store = int(memtotal_mb * 1048576 * OBJECT_STORE_SHARE / slots)
+    shm_mb = v.get("ray_container_shm_size_mb")
+    if shm_mb is None:
+        shm_mb = (int(store) // 1048576 if store is not None else int(memtotal_mb * OBJECT_STORE_SHARE)) \
+            + SHM_HEADROOM_MB
+    nccl = node.get("nccl") or {}
+    ray_env = v.get("ray_env") or {}
+    env = dict(nccl.get("env") or {})
+    if node.get("checkpoint_env_sha256"):
+        env["RAYFLEET_CHECKPOINT_ENV_SHA256"] = node["checkpoint_env_sha256"]
+    # the head's dashboard: where its metrics views read Prometheus and embed Grafana (Ray's own variables; workers
+    # carry them too, unread, so that every node's settings come from the same values, baked or not)
+    if v.get("ray_dashboard_prometheus_url"):
+        env["RAY_PROMETHEUS_HOST"] = v["ray_dashboard_prometheus_url"]
+    grafana = v.get("ray_dashboard_grafana_url")
+    env.update({"RAY_GRAFANA_HOST": grafana, "RAY_GRAFANA_IFRAME_HOST": v.get("ray_dashboard_grafana_iframe_url")
+                or grafana} if grafana else {"RAY_GRAFANA_HOST": "DISABLED"})
+    env.update(ray_env)
+    if "NCCL_SOCKET_IFNAME" in ray_env or "GLOO_SOCKET_IFNAME" in ray_env:
+        socket_ifname = ""  # ray_env names the interface itself
+    elif v.get("ray_socket_ifname") is not None:
+        socket_ifname = v["ray_socket_ifname"]
+    else:
+        socket_ifname = nccl.get("socket_ifname") or ""
+    link_check = None
+    if boolean(v.get("ray_admission_link_check")):
+        try:
+            link_bytes = human_to_bytes(str(v.get("ray_admission_link_bytes")))
+        except ValueError as exc:
+            raise PlanError(["ray on %s: ray_admission_link_bytes is %s; expected a size such as 16M (%s)." % (
+                host, _json(v.get("ray_admission_link_bytes")), exc)]) from exc
+        link_check = {"bytes": link_bytes, "warmup": 2, "iters": int(v.get("ray_admission_link_iters")),
+                      "ratio": float(v.get("ray_admission_link_ratio")),
+                      "min_busbw_gbps": v.get("ray_admission_link_min_busbw_gbps"),
+                      "timeout_s": float(v.get("ray_admission_link_timeout_s"))}
+    return {"node": {"num_cpus": cpus, "object_store_memory": None if store is None else int(store),
+                     "container_shm_mb": int(shm_mb), "env": env, "socket_ifname": socket_ifname,
+                     "link_check": link_check}}
 
 
 def _heads_value(call, head, var):
@@ -402,7 +464,7 @@ def _settings(role):
 
 
 PLANS = {
-    "ray": Plan(_ray, given=("left_out",)),
+    "ray": Plan(_ray, given=("left_out", "node")),
     "firewall": Plan(_firewall, reads=("ray_cluster_name", "nfs_server_enabled", "nfs_server_port",
                                        "nfs_server_extra_clients"),
                      given=("cluster_addresses", "ray_ports", "worker_port_range", "ip_local_port_range")),

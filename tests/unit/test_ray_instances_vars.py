@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The ray role's names, ports and shares of a host's node instances (ray_node_instances): the cluster plan's
 (plugins/plugin_utils/cluster_plan.py) as the role's vars (roles/ray/vars/main.yml) read it in Ansible, with the
-shares the role derives from what it finds on the host; and the same for a host's one node."""
+shares its second plan call derives from what the role finds on the host; and the same for a host's one node."""
 
 import json
 import subprocess
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan import host_plan
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.plans import Call, run_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,9 +37,8 @@ CASES = {
 }
 
 
-def planned(extra: dict) -> dict:
-    """The cluster plan of one worker host with the role's defaults and the case's variables (as cluster_plan gets
-    them: rendered)."""
+def rendered_vars(extra: dict) -> dict:
+    """One worker host's variables with the role's defaults and the case's variables, rendered."""
     defaults = yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text())
     rendered = {**defaults, **BASE, **{k: v for k, v in extra.items() if not k.startswith("__")}}
     name = rendered.get("ray_cluster_name", "")
@@ -49,8 +49,23 @@ def planned(extra: dict) -> dict:
     rendered.update({"ray_head_address": "10.0.0.1", "ray_auth_token_path": "/srv/rayfleet/credentials/ray_auth_token",
                      "ray_dashboard_prometheus_url": "http://127.0.0.1:9090", "ray_dashboard_grafana_url": "",
                      "ray_dashboard_grafana_iframe_url": "", "ray_container_image": "registry.example.com/ray:2.60.0"})
+    rendered.update(ray_admission_link_bytes="16M", ray_admission_link_ratio=0.75)
+    return rendered
+
+
+def planned(extra: dict) -> dict:
+    """The cluster plan of one worker host (as cluster_plan gets its variables: rendered)."""
+    rendered = rendered_vars(extra)
     gpu_host = any(i.get("gpus") for i in rendered.get("ray_node_instances") or [])
     return host_plan("w", rendered, ["ray_worker", "gpu"] if gpu_host else ["ray_worker"])
+
+
+def node_planned(extra: dict) -> dict:
+    """The ray role's second plan call on that host, given what the container probe found (BASE's)."""
+    host = planned(extra)
+    given = {"slots": host["slot_count"], "probe": BASE["__ray_container_probe"], "nccl": {},
+             "checkpoint_env_sha256": None}
+    return run_plan("ray", Call("w", rendered_vars(extra), {"node": given}))
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +78,8 @@ def computed(tmp_path_factory) -> dict[str, dict]:
         "vars": {**yaml.safe_load((ROOT / "roles/ray/defaults/main.yml").read_text()),
                  **yaml.safe_load((ROOT / "roles/ray/vars/main.yml").read_text()), **BASE},
         "tasks": [{"ansible.builtin.copy": {"dest": str(tmp / f"{case}.json"), "mode": "0600", "content": SHOWN},
-                   "vars": {**extra, "__ray_plan_result": {"host": planned(extra)}}}
+                   "vars": {**extra, "__ray_plan_result": {"host": planned(extra)},
+                            "__ray_node_plan": node_planned(extra)}}
                   for case, extra in CASES.items()],
     }]
     (tmp / "play.yml").write_text(yaml.safe_dump(play))

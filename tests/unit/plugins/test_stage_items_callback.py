@@ -244,3 +244,39 @@ def test_the_drift_check_says_in_the_runs_first_seconds_when_the_callback_is_not
 class _HostVars(dict):
     def raw_get(self, host):
         return self[host]
+
+
+def _beside_the_playbooks():
+    """The copy Ansible loads from playbooks/callback_plugins/ (a plain file there, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "playbooks/callback_plugins/rayfleet_stage_items.py"
+    spec = importlib.util.spec_from_file_location("rayfleet_stage_items_beside", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("configured", [(), ("ansible.posix.profile_tasks",)])
+def test_the_copy_beside_the_playbooks_loads_unasked_and_watches_the_run(monkeypatch, configured):
+    """Ansible loads a callback found beside a playbook, with no configuration, when it does not ask to be
+    enabled: the collection's playbooks get their stage records from a Galaxy install with no ansible.cfg."""
+    module = _beside_the_playbooks()
+    monkeypatch.delenv(SPOOL_ENV, raising=False)
+    monkeypatch.setattr(module.C, "CALLBACKS_ENABLED", list(configured))
+    assert module.CallbackModule.CALLBACK_NEEDS_ENABLED is False
+    cb = module.CallbackModule()
+    try:
+        assert not cb.disabled and os.environ[SPOOL_ENV] == cb._spool
+    finally:
+        cb.v2_playbook_on_stats(None)
+
+
+def test_the_copy_beside_the_playbooks_stands_aside_for_the_configured_callback(monkeypatch):
+    module = _beside_the_playbooks()
+    monkeypatch.delenv(SPOOL_ENV, raising=False)
+    monkeypatch.setattr(module.C, "CALLBACKS_ENABLED", ["rayfleet.cluster.stage_items"])
+    cb = module.CallbackModule()
+    # Ansible never calls a disabled callback, and it made no spool the workers would find
+    assert cb.disabled and SPOOL_ENV not in os.environ
