@@ -735,8 +735,6 @@ def host_plan(host, v, groups=(), *, is_file=os.path.isfile, is_dir=os.path.isdi
         "config_paths": [i["config_path"] for i in instances],
         # What Ray must list alive for this host: its IP for its one node, <ip>/<name> for each instance
         "expected_nodes": expected_of(host, node_ip, [i["name"] for i in instances if i["name"]]),
-        # The ports of the instances beyond slot 0 (slot 0's are the single node's)
-        "extra_ports": sorted({i["ports"][key] for i in instances if i["slot"] > 0 for key in SHIFTED_PORTS}),
         # Every single TCP port of the host's Ray nodes, which the firewall opens to the cluster: the head's, every
         # instance's, and the head's metrics ports; and the worker port range all the instances share
         "ray_ports": sorted({port for i in instances for key, port in i["ports"].items()

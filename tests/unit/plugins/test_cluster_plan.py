@@ -163,7 +163,7 @@ def test_a_hosts_one_node():
     assert one["unit"] == "ray-teamb-worker.service" and one["config_path"] == "/etc/rayfleet/ray-teamb-worker.json"
     assert one["temp_dir"] == "/tmp/ray-teamb" and one["node_name"] == "" and one["label"] == "worker"
     assert one["container_record"] == "/etc/rayfleet/ray-teamb-worker.container.json" and one["suffix"] == ""
-    assert plan["expected_nodes"] == {"10.0.0.5": "node7"} and plan["extra_ports"] == []
+    assert plan["expected_nodes"] == {"10.0.0.5": "node7"}
     # what the firewall opens: every single port of the node, the head's metrics ports, and the worker range
     assert plan["ray_ports"] == [6379, 8076, 8077, 8078, 8079, 8080, 8265, 10001, 44217, 44227, 52365]
     assert plan["worker_port_range"] == "10002-11999"
@@ -178,8 +178,10 @@ def test_instances_in_fixed_slots():
     assert [i["temp_dir"] for i in plan["instances"]] == ["/tmp/ray_gpu1", "/tmp/ray_gpu3"]
     assert plan["slot_count"] == 4
     assert plan["expected_nodes"] == {"10.0.0.5/gpu1": "node7/gpu1", "10.0.0.5/gpu3": "node7/gpu3"}
-    assert plan["extra_ports"] == sorted(p + 100 * s for s in (1, 3) for p in (8076, 8077, 8078, 8079, 8080, 52365))
-    assert set(plan["extra_ports"]) < set(plan["ray_ports"])
+    shifted = sorted(p + 100 * s for s in (1, 3) for p in (8076, 8077, 8078, 8079, 8080, 52365))
+    assert set(shifted) < set(plan["ray_ports"])
+    # slot 0, which no instance holds, opens no node port of its own beyond the head's single ones
+    assert not {8076, 8077, 8078, 8079, 8080, 52365} & set(plan["ray_ports"])
 
 
 def test_the_cluster_members_ips_and_expected_nodes():

@@ -681,15 +681,15 @@ def test_the_stage_table_declares_every_variable_and_plan_key_the_stages_files_n
 
 
 def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
-    plan = {"host": {"extra_ports": [], "any_role_units": ["ray-head.service", "ray-worker.service"],
+    plan = {"host": {"ray_ports": [], "any_role_units": ["ray-head.service", "ray-worker.service"],
                      "instances": [{"temp_dir": "/tmp/ray"}]},
             "cluster": {"sources": ["10.0.0.1", "10.0.0.2"], "members": ["h", "w"], "left_out": [],
                         "awaited_nodes": {"10.0.0.2": "w"}}}
-    keys = frozenset({"host.extra_ports", "cluster.sources"})
+    keys = frozenset({"host.ray_ports", "cluster.sources"})
     one = stages.plan_inputs(plan, keys)
-    assert one == {"host.extra_ports": [], "cluster.sources": ["10.0.0.1", "10.0.0.2"]}
+    assert one == {"host.ray_ports": [], "cluster.sources": ["10.0.0.1", "10.0.0.2"]}
     assert stages.plan_inputs({**plan, "host": {**plan["host"], "instances": []}}, keys) == one
-    assert stages.plan_inputs({**plan, "host": {**plan["host"], "extra_ports": [6390]}}, keys) != one
+    assert stages.plan_inputs({**plan, "host": {**plan["host"], "ray_ports": [6390]}}, keys) != one
     # the hosts a run goes on without, and the nodes it waits for, are the run's, not the cluster's configuration
     down = {**plan, "cluster": {**plan["cluster"], "left_out": ["w"], "awaited_nodes": {}}}
     assert stages.plan_inputs(down, {"cluster"}) == stages.plan_inputs(plan, {"cluster"})
@@ -701,7 +701,7 @@ def test_what_a_stage_reads_of_the_cluster_plan_is_its_input_and_nothing_else():
     # a section read whole
     assert stages.plan_inputs(plan, {"host"}) == {"host": plan["host"]}
     assert stages.plan_inputs(plan, {"host"}, own=False) == {"host": None}
-    assert stages.plan_inputs(None, keys) == {"host.extra_ports": None, "cluster.sources": None}
+    assert stages.plan_inputs(None, keys) == {"host.ray_ports": None, "cluster.sources": None}
 
 
 def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
