@@ -129,7 +129,7 @@ def run_site(sb: Sandbox, *args: str, collections: str | None = None,
     return took, changed, roles, proc.stdout, cpu
 
 
-RECORDED = re.compile(r"^TASK \[Record what the (\w+) stage applied")
+RECORDED = re.compile(r"^TASK \[Record what the stage applied, for the next drift check: (\w+)\]")
 
 
 def stages_run(out: str) -> dict[str, set[str]]:

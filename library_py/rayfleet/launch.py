@@ -21,9 +21,16 @@ later ``site.yml`` run finds nothing to change), then enables and starts ``ray-<
 node before its Ray starts (``rayfleet.admission``: GPUs, DCGM, NCCL, shared storage, versions against the head's);
 a node it refuses does not join, and ``<temp_dir>/rayfleet-admission.json`` and the unit's journal say why.
 
+A ``ray up`` start command writes the launch file with ``--write``: the role, the head's address, and the node
+type's resources as Ray's cluster launcher hands them to the start commands (``RAY_OVERRIDE_RESOURCES``, JSON: its
+CPU and GPU counts become num_cpus and num_gpus, its custom resources the node's resources; memory, object store
+memory and the accelerator type are left to Ray's own reading of the host).
+
 Examples:
   python -m rayfleet.launch                 # what the unit runs
   python -m rayfleet.launch --dry-run       # print the settings it would write
+  python -m rayfleet.launch --write worker --head-address "$RAY_HEAD_IP:6379" \
+      --override-resources "$RAY_OVERRIDE_RESOURCES"     # a ray up worker start command
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
 DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
 LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "resources", "autoscaling_config"}
 BAKE_ONLY_KEYS = {"units", "config_paths", "service_user", "cluster_name"}
+# Resources of a node type the node leaves to Ray's own reading of the host (the cluster launcher fills them in
+# from the instance type: memory, and the accelerator_type:<GPU model> Ray sets itself)
+HOST_READ_RESOURCES = {"memory", "object_store_memory"}
+HOST_READ_PREFIX = "accelerator_type:"
 
 
 def default_route_ip() -> str:
@@ -91,6 +102,39 @@ def plan(launch: Mapping[str, Any], defaults: Mapping[str, Any], *, node_ip: str
     return settings, str(units[role]), Path(configs[role])
 
 
+def launch_file(role: str, *, head_address: str | None = None, autoscaling_config: str | None = None,
+                override_resources: str | None = None) -> dict[str, Any]:
+    """The launch file a ray up start command writes (override_resources: RAY_OVERRIDE_RESOURCES, JSON, or empty)."""
+    launch: dict[str, Any] = {"role": role}
+    if role == "worker" and not head_address:
+        raise SettingsError("head_address: a worker needs the head's host:port (--head-address \"$RAY_HEAD_IP:6379\")")
+    if head_address:
+        launch["head_address"] = head_address
+    if autoscaling_config:
+        launch["autoscaling_config"] = autoscaling_config
+    if not override_resources:
+        return launch
+    try:
+        resources = json.loads(override_resources)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"RAY_OVERRIDE_RESOURCES: not valid JSON ({exc}): {override_resources!r}") from None
+    if not isinstance(resources, dict):
+        raise SettingsError(f"RAY_OVERRIDE_RESOURCES: expected a JSON object of resources, got {resources!r}")
+    custom = {}
+    for name, value in resources.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SettingsError(f"RAY_OVERRIDE_RESOURCES.{name}: expected a number >= 0, got {value!r}")
+        if name in ("CPU", "GPU"):
+            if not float(value).is_integer():
+                raise SettingsError(f"RAY_OVERRIDE_RESOURCES.{name}: expected a whole number, got {value!r}")
+            launch["num_cpus" if name == "CPU" else "num_gpus"] = int(value)
+        elif name not in HOST_READ_RESOURCES and not name.startswith(HOST_READ_PREFIX):
+            custom[name] = value
+    if custom:
+        launch["resources"] = custom
+    return launch
+
+
 def secure_token(path: str, user: str | None) -> None:
     """The launcher may write the token as root: make it the Ray user's, mode 0600, before Ray reads it."""
     if not os.path.isfile(path):
@@ -124,7 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-file", type=Path, default=LAUNCH_FILE)
     parser.add_argument("--defaults-file", type=Path, default=DEFAULTS_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print the settings; write and start nothing")
+    parser.add_argument("--write", choices=("head", "worker"), metavar="ROLE",
+                        help="write the launch file for this role (a ray up start command) and start nothing")
+    parser.add_argument("--head-address", help="with --write worker: the head's host:port")
+    parser.add_argument("--autoscaling-config", help="with --write head: ray up's bootstrap config")
+    parser.add_argument("--override-resources", help="with --write: the node type's resources (RAY_OVERRIDE_RESOURCES)")
     args = parser.parse_args(argv)
+    if args.write:
+        try:
+            launch = launch_file(args.write, head_address=args.head_address,
+                                 autoscaling_config=args.autoscaling_config,
+                                 override_resources=args.override_resources)
+        except SettingsError as exc:
+            print(f"rayfleet.launch: {exc}", file=sys.stderr)
+            return 2
+        write_if_changed(args.launch_file, json.dumps(launch, sort_keys=True) + "\n")
+        print(f"rayfleet.launch: {args.launch_file}: {json.dumps(launch, sort_keys=True)}", flush=True)
+        return 0
     try:
         launch = _read_json(args.launch_file, "launch file (written at launch: see python -m rayfleet.launch -h)")
         defaults = _read_json(args.defaults_file, "baked launch defaults (bake the image with the ray role)")

@@ -63,7 +63,7 @@ def gates(proc: subprocess.CompletedProcess) -> dict[str, set[str]]:
     stage = ""
     for line in proc.stdout.splitlines():
         if line.startswith("TASK ["):
-            found = re.match(r"TASK \[Record what the (\w+) stage applied", line)
+            found = re.match(r"TASK \[Record what the stage applied, for the next drift check: (\w+)\]", line)
             stage = found.group(1) if found else ""
             continue
         ok = re.match(r"ok: \[([^\]]+)\]", line)

@@ -77,3 +77,41 @@ def test_cli_dry_run_and_missing_token(tmp_path, capsys):
     assert "auth-token is missing" in capsys.readouterr().err
     assert main(["--launch-file", str(tmp_path / "none.json"), "--defaults-file", str(defaults)]) == 2
     assert "launch file" in capsys.readouterr().err
+
+
+def test_a_ray_up_start_command_writes_the_node_types_resources_into_the_launch_file(tmp_path, capsys):
+    """What Ray's cluster launcher exports to a node type's start commands (RAY_OVERRIDE_RESOURCES: the type's
+    resources, filled in from the instance type) reaches the node: CPU and GPU as its counts, custom resources as
+    its resources, memory and the accelerator type left to Ray on the host."""
+    path = tmp_path / "launch.json"
+    override = json.dumps({"CPU": 96, "GPU": 8, "memory": 1 << 40, "accelerator_type:A100": 1, "trainer": 1})
+    assert main(["--launch-file", str(path), "--write", "worker", "--head-address", "10.0.0.10:6379",
+                 "--override-resources", override]) == 0
+    written = json.loads(path.read_text())
+    assert written == {"role": "worker", "head_address": "10.0.0.10:6379", "num_cpus": 96, "num_gpus": 8,
+                       "resources": {"trainer": 1}}
+    settings, _unit, _path = plan(written, DEFAULTS, node_ip="10.0.0.11")
+    assert {"--num-cpus=96", "--num-gpus=8", '--resources={"trainer":1}'} <= set(settings.start_args())
+    # a head node type with no CPU for tasks (resources: {CPU: 0}), as ray up configs often keep the head
+    assert main(["--launch-file", str(path), "--write", "head", "--autoscaling-config", "/etc/a.yaml",
+                 "--override-resources", '{"CPU": 0}']) == 0
+    assert json.loads(path.read_text()) == {"role": "head", "autoscaling_config": "/etc/a.yaml", "num_cpus": 0}
+    # outside the cluster launcher the variable is empty: the baked values stand
+    assert main(["--launch-file", str(path), "--write", "worker", "--head-address", "h:1",
+                 "--override-resources", ""]) == 0
+    assert json.loads(path.read_text()) == {"role": "worker", "head_address": "h:1"}
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--write", "worker"], "head_address: a worker needs"),
+    (["--write", "worker", "--head-address", "h:1", "--override-resources", "{CPU"], "not valid JSON"),
+    (["--write", "worker", "--head-address", "h:1", "--override-resources", '{"CPU": 1.5}'],
+     "RAY_OVERRIDE_RESOURCES.CPU: expected a whole number"),
+    (["--write", "worker", "--head-address", "h:1", "--override-resources", '{"x": "1"}'],
+     "RAY_OVERRIDE_RESOURCES.x: expected a number"),
+])
+def test_a_bad_start_command_writes_nothing_and_says_why(tmp_path, capsys, args, message):
+    path = tmp_path / "launch.json"
+    assert main(["--launch-file", str(path), *args]) == 2
+    assert message in capsys.readouterr().err and not path.exists()

@@ -256,40 +256,59 @@ def test_no_variable_the_roles_or_playbooks_set_is_a_stage_input():
     assert sorted(set_names & inputs) == []
 
 
+def _stage_of(tasks, part):
+    """The stage named by the import of playbooks/tasks/stage_<part>.yml among tasks (None: no such import)."""
+    for task in tasks or []:
+        if task.get("ansible.builtin.import_tasks") == f"tasks/stage_{part}.yml":
+            return task["vars"]["__rayfleet_stage"]
+    return None
+
+
+def test_the_stage_tasks_gate_set_aside_and_record_under_the_stages_name():
+    """What every stage play imports: its gate, its record set aside before any of its tasks whatever the run's tags,
+    and its record kept under the name the gates of later stages read (__rayfleet_record_<stage>)."""
+    begin = yaml.safe_load((ROOT / "playbooks/tasks/stage_begin.yml").read_text())
+    assert [t.get("tags") for t in begin] == [["always"]] * len(begin)
+    (gate,) = [t for t in begin if "rayfleet.cluster.stage_gate" in t]
+    assert gate["rayfleet.cluster.stage_gate"] == {"stage": "{{ __rayfleet_stage }}"}
+    assert gate["register"] == "__rayfleet_gate"
+    aside = begin[-1]
+    assert aside["rayfleet.cluster.stage_record"] == {"stage": "{{ __rayfleet_stage }}", "state": "aside"}
+    assert aside["when"] == "__rayfleet_gate.supersede"
+    end = yaml.safe_load((ROOT / "playbooks/tasks/stage_end.yml").read_text())
+    assert [t.get("tags") for t in end] == [["always"]] * len(end)
+    assert end[0]["rayfleet.cluster.stage_record"] == {"stage": "{{ __rayfleet_stage }}"}
+    assert end[1]["ansible.builtin.set_fact"] == {
+        "__rayfleet_record_{{ __rayfleet_stage }}": "{{ " + end[0]["register"] + " }}"}
+
+
 def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
-    """Each stage's play asks its gate first and records last, under the stage's own name, and targets the groups
-    the stage table says (the drift check compares a host with the stages of its groups)."""
+    """Each stage's play begins with its gate (tasks/stage_begin.yml, the last of its pre_tasks) and ends with its
+    record (tasks/stage_end.yml), under the stage's own name, and targets the groups the stage table says (the drift
+    check compares a host with the stages of its groups)."""
     seen = {}
     for path in ROOT.glob("playbooks/*.yml"):
         if path.name == "bake.yml":  # its plays record stages for an image (test_bake_records_only_...)
             continue
         for play in yaml.safe_load(path.read_text()) or []:
-            pre = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
-            post = [t for t in play.get("post_tasks", []) if "rayfleet.cluster.stage_record" in t]
-            if not pre and not post:
+            name, recorded = _stage_of(play.get("pre_tasks"), "begin"), _stage_of(play.get("post_tasks"), "end")
+            checks = [t for t in play.get("pre_tasks", []) if "rayfleet.cluster.stage_gate" in t]
+            if checks:  # a play that checks variables where its gate says: records nothing
+                assert all(task.get("ansible.builtin.include_role", {}).get("tasks_from") == "validate"
+                           for task in play.get("tasks", [])) and not play.get("roles"), play["name"]
+                assert name is None and recorded is None, f"{path.name}: a play that only checks records nothing"
                 continue
-            checks_only = all(
-                task.get("ansible.builtin.include_role", {}).get("tasks_from") == "validate"
-                for task in play.get("tasks", [])
-            ) and not play.get("roles")
-            if pre and checks_only:  # a play that checks variables where its gate says: records nothing
-                assert not post, f"{path.name}: a play that only checks variables records nothing"
+            if name is None and recorded is None:
                 continue
-            assert pre and post, "{}: play {!r} gates without recording, or records without a gate".format(
-                path.name, play["name"]
-            )
-            name = pre[0]["rayfleet.cluster.stage_gate"]["stage"]
-            assert post[0]["rayfleet.cluster.stage_record"]["stage"] == name
-            # before any of the stage's tasks, whatever the run's tags: its record set aside where the gate says
-            aside = play["pre_tasks"][-1]
-            assert aside.get("rayfleet.cluster.stage_record") == {"stage": name, "state": "aside"}, play["name"]
-            assert aside["when"] == "__rayfleet_gate.supersede" and aside["tags"] == ["always"], play["name"]
+            assert name == recorded, "{}: play {!r} gates without recording, or records without a gate".format(
+                path.name, play["name"])
+            # before any of the stage's tasks
+            assert _stage_of(play["pre_tasks"][-1:], "begin") == name, play["name"]
             # the stage table knows the tags that select the stage's tasks
             selected = set(play.get("tags") or [])
             for task in list(play.get("roles") or []) + list(play.get("tasks") or []):
                 selected.update(task.get("tags") or [])
             assert set(stages.STAGE_BY_NAME[name].tags) == selected - {"always"}, play["name"]
-            assert post[0]["register"] == f"__rayfleet_record_{name}"
             assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
             seen[name] = path.name
     assert set(seen) == {stage.name for stage in STAGES}
@@ -662,7 +681,8 @@ def test_the_stage_table_declares_every_variable_and_plan_key_the_stages_files_n
     # the other stages' plays of a playbook that holds several stages name their own variables
     own_plays = texts.pop(f"playbooks/{stage.playbook}")
     plays = [play for play in yaml.safe_load(own_plays)
-             if stage.name in str(play.get("pre_tasks")) or "stage_gate" not in str(play)]
+             if _stage_of(play.get("pre_tasks"), "begin") == stage.name
+             or (_stage_of(play.get("pre_tasks"), "begin") is None and "stage_gate" not in str(play))]
     texts["playbook"] = yaml.safe_dump(plays)
     named = set()
     plan_keys = set()
