@@ -195,7 +195,7 @@ bake: deps venv image wheels  ## playbooks/bake.yml end to end: bare builder -> 
 bake-full: deps venv image wheels  ## make bake, and a Ray Train run resumed on a spot reclaim's booted replacement
 	pytest -q -p no:cacheprovider --durations=0 tests/bake
 
-bench-converge: deps venv image wheels  ## site.yml first run, idempotent and one-drift re-runs, ray start floor -> docs/benchmarks.md
+bench-converge: deps venv image wheels  ## site.yml first run vs the hand-install floor, idempotent and one-drift re-runs (wall, controller CPU), ray start floor -> docs/benchmarks.md
 	tools/bench_converge.py --workers $(WORKERS)
 	tools/bench_report.py
 

@@ -6,7 +6,7 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
   first   wall time of the first site.yml, and per role (ansible.posix.profile_roles); how busy the machine's
           CPUs were during it, and the controller's share (ansible-playbook, its forks and their ssh clients)
   rerun   wall time of idempotent re-runs (median of --reruns); each must report changed=0 and
-          leave every Ray node id unchanged (Ray untouched)
+          leave every Ray node id unchanged (Ray untouched); the controller's CPU seconds during each
   drift   wall time of re-runs after one config file was edited on one worker (median of --reruns); each must
           report changed on that worker only, restore the file and leave every Ray node id unchanged
   release wall time of re-runs with a release of the collection that changed one role (the firewall role, a comment
@@ -17,6 +17,10 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
   floor   Ray's own floor in the same containers: the rayfleet units stopped, then `ray start`
           by hand (head, then all workers at once, with the same settings) until Ray lists every
           node alive; the units are started again afterwards
+  hand    the first converge's floor, last, on hosts made fresh again: by hand and on every host at once, the apt
+          packages the first site.yml installed there (as its stage records list them, at their versions) and the
+          Ray venv's requirements from the same wheelhouse (pip, --no-index), then `ray start` (head, then workers)
+          until Ray lists every node alive; the first site.yml is reported as a ratio to it
 
 Prints a table and writes artifacts/bench-converge-<hosts>hosts.json (tools/bench_report.py puts it in
 docs/benchmarks.md). Not a test: figures vary with the machine.
@@ -195,6 +199,83 @@ def floor(sb: Sandbox, head: str, workers: list[str]) -> float:
     return took
 
 
+# What each host's stage records hold, and the Ray venv's requirements as the ray role wrote them
+RECORDS_SCRIPT = ("import glob, json; print(json.dumps([json.load(open(p)) "
+                  "for p in sorted(glob.glob('/var/lib/rayfleet/stages/*/*.json'))]))")
+REQUIREMENTS_FILE = f"{VENV}/.rayfleet-requirements"
+WHEELHOUSE = "/opt/rayfleet-wheels"
+HAND_VENV = "/opt/hand-floor"
+# Run on the head with the hand-made venv's Python: wait until Ray's node table lists that many nodes alive
+ALL_ALIVE = """import time
+import ray
+ray.init(address="auto", logging_level="ERROR")
+while sum(node["Alive"] for node in ray.nodes()) < %d:
+    time.sleep(0.2)
+"""
+
+
+def install_list(records: list[dict], ray_requirements: str) -> tuple[list[str], list[str]]:
+    """(apt packages as name=version, pip requirements) a first site.yml installed on a host: the packages and Ray
+    venv packages its stage records hold at the versions recorded, Ray itself as the ray role asked for it (with its
+    extras)."""
+    apt, pip = {}, {}
+    for record in records:
+        state = record.get("state") or {}
+        for item in record.get("items") or []:
+            found = state.get(f"{item['kind']}:{item['venv']}:{item['name']}" if item["kind"] == "pip"
+                              else f"{item['kind']}:{item.get('name')}")
+            if item["kind"] == "package" and isinstance(found, dict) and found.get("version"):
+                apt[item["name"]] = f"{item['name']}={found['version']}"
+            elif item["kind"] == "pip" and item["venv"] == VENV and isinstance(found, str) and found:
+                pip[item["name"]] = f"{item['name']}=={found}"
+    for text in ray_requirements.splitlines():
+        line = text.strip()
+        if line and not line.startswith("args:"):
+            name = re.split(r"[\[=<>!~ ]", line, maxsplit=1)[0].lower()
+            pip[name] = line
+    return sorted(apt.values()), sorted(pip.values())
+
+
+def hand_floor(sb: Sandbox, workers: int, lists: dict[str, tuple[list[str], list[str]]]) -> tuple[float, dict]:
+    """Fresh hosts, then by hand on all of them at once what the first site.yml installed (lists: by role), then Ray
+    started until every node is alive. Returns the seconds and what was installed."""
+    sb.down()
+    hosts = sb.up(workers)
+    head = next(h["address"] for h in hosts if h["group"] == "ray_head")
+    roles = {h["address"]: "head" if h["group"] == "ray_head" else "worker" for h in hosts}
+
+    def install(address: str) -> None:
+        apt, pip = lists[roles[address]]
+        remote(sb, address, "sudo apt-get update -q >/dev/null && sudo DEBIAN_FRONTEND=noninteractive apt-get install "
+                            f"-y -q --no-install-recommends {' '.join(apt)} >/dev/null")
+        remote(sb, address, f"sudo python3 -m venv {HAND_VENV} && sudo {HAND_VENV}/bin/pip install -q --no-index "
+                            f"--find-links {WHEELHOUSE} {' '.join(repr(r) for r in pip)}")
+
+    ray = f"{HAND_VENV}/bin/ray"
+    begin = time.monotonic()
+    with ThreadPoolExecutor(len(hosts)) as pool:
+        list(pool.map(install, roles))
+    remote(sb, head, f"sudo env RAY_USAGE_STATS_ENABLED=0 {ray} start --head --port={GCS_PORT} >/dev/null")
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(lambda a: remote(sb, a, f"sudo env RAY_USAGE_STATS_ENABLED=0 {ray} start "
+                                              f"--address={head}:{GCS_PORT} >/dev/null"),
+                      [a for a, role in roles.items() if role == "worker"]))
+    remote(sb, head, f"sudo timeout 120 {HAND_VENV}/bin/python - <<'EOF'\n{ALL_ALIVE % len(hosts)}EOF")
+    took = time.monotonic() - begin
+    return took, {role: {"apt": apt, "pip": pip} for role, (apt, pip) in lists.items()}
+
+
+def host_install_lists(sb: Sandbox, hosts: list[dict]) -> dict[str, tuple[list[str], list[str]]]:
+    """What the first site.yml installed on the head and on a worker, from their stage records."""
+    lists = {}
+    for host in hosts:
+        role = "head" if host["group"] == "ray_head" else "worker"
+        if role not in lists:
+            records = json.loads(remote(sb, host["address"], f"sudo python3 -c \"{RECORDS_SCRIPT}\""))
+            lists[role] = install_list(records, remote(sb, host["address"], f"sudo cat {REQUIREMENTS_FILE}"))
+    return lists
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
@@ -219,10 +300,12 @@ def main(argv: list[str] | None = None) -> int:
             raise BenchError(f"after the first run Ray lists {len(ids)} alive nodes, expected {len(hosts)}")
         reruns = []
         rerun_roles: list[dict[str, float]] = []
+        rerun_cpu: list[float] = []
         for i in range(args.reruns):
             print(f"idempotent re-run {i + 1}/{args.reruns} ...", flush=True)
-            took, changed, run_roles, out, _cpu = run_site(sb)
+            took, changed, run_roles, out, cpu = run_site(sb)
             rerun_roles.append(run_roles)
+            rerun_cpu.append(cpu["controller_s"])
             if any(changed.values()):
                 raise BenchError(f"re-run {i + 1} changed something: {changed}\n{out[-3000:]}")
             after = alive_nodes(sb, head)
@@ -278,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         _took, changed, _roles, _out, _cpu = run_site(sb)
         if any(changed.values()):
             raise BenchError(f"site.yml after the floor runs changed something: {changed}")
+        print("hand floor: fresh hosts, the same packages and wheels by hand, then ray start ...", flush=True)
+        hand, hand_installed = hand_floor(sb, args.workers, host_install_lists(sb, hosts))
     except BenchError as exc:
         print(f"bench-converge: {exc}", file=sys.stderr)
         return 1
@@ -298,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         "rerun_median_s": round(statistics.median(reruns), 2),
         "rerun_per_role_median_s": {name: round(statistics.median(r.get(name, 0.0) for r in rerun_roles), 2)
                                     for name in rerun_roles[0]},
+        "rerun_controller_cpu_s": rerun_cpu,
+        "rerun_controller_cpu_median_s": round(statistics.median(rerun_cpu), 2),
         "rerun_changed": 0,
         "rerun_ray_node_ids_unchanged": True,
         "drift_rerun_s": [round(t, 2) for t in drifts],
@@ -312,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         "floor_plain_ray_start_s": [round(t, 2) for t in floors],
         "floor_median_s": round(statistics.median(floors), 2),
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
+        "hand_floor_s": round(hand, 1),
+        "hand_floor_installed": hand_installed,
+        "first_over_hand_floor": round(first / hand, 2),
     }
 
     rows = [("measure", "seconds", "note"),
@@ -324,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
              f"n={len(reruns)}, changed=0, Ray node ids unchanged"),
             *[(f"  {name}", f"{secs:.1f}", "profile_roles, median")
               for name, secs in result["rerun_per_role_median_s"].items() if secs >= 0.5],
+            ("  the controller's CPU during it (median)", f"{result['rerun_controller_cpu_median_s']:.1f}",
+             "CPU-s of ansible-playbook, its forks and ssh clients"),
             ("re-run, one file drifted on one worker (median)", f"{result['drift_rerun_median_s']:.1f}",
              f"n={len(drifts)}, repaired, Ray node ids unchanged"),
             ("re-run, a release that changed one role (median)", f"{result['release_rerun_median_s']:.1f}",
@@ -333,7 +425,11 @@ def main(argv: list[str] | None = None) -> int:
             ("every stage on every host (rayfleet_full)", f"{full:.1f}", "changed=0"),
             ("floor: plain ray start (median)", f"{result['floor_median_s']:.1f}",
              f"n={len(floors)}, head + {len(workers)} workers to all alive"),
-            ("re-run / floor", f"{result['rerun_over_floor']:.2f}", "")]
+            ("re-run / floor", f"{result['rerun_over_floor']:.2f}", ""),
+            ("hand floor: the same packages and wheels by hand, then ray start", f"{hand:.1f}",
+             f"fresh hosts, all at once; head: {len(hand_installed['head']['apt'])} apt packages, "
+             f"{len(hand_installed['head']['pip'])} requirements"),
+            ("first site.yml / hand floor", f"{result['first_over_hand_floor']:.2f}", "goal <= 1.3")]
     publish(result, rows, args.out or str(ROOT / "artifacts" / f"bench-converge-{len(hosts)}hosts.json"))
     return 0
 

@@ -108,8 +108,17 @@ def converge_section(results: list[dict]) -> str:
             f"| floor: plain `ray start` by hand | {r['floor_median_s']:.1f} | "
             f"{' / '.join(f'{t:.1f}' for t in r['floor_plain_ray_start_s'])}; head, then the workers at once |",
             f"| idempotent re-run / floor | {r['rerun_over_floor']:.2f} | |",
-            "",
         ]
+        if "hand_floor_s" in r:
+            head = r["hand_floor_installed"]["head"]
+            lines += [
+                f"| hand floor: fresh hosts, the same packages and wheels by hand, then `ray start` | "
+                f"{r['hand_floor_s']:.1f} | every host at once: the apt packages the first run's records list, at "
+                f"their versions (the head: {len(head['apt'])}), and the Ray venv's {len(head['pip'])} requirements "
+                "from the same wheelhouse with pip, then `ray start` until every node is alive |",
+                f"| first `site.yml` / hand floor | {r['first_over_hand_floor']:.2f} | goal: at most 1.3 |",
+            ]
+        lines.append("")
     if len(results) > 1:
         lines += [
             "### Idempotent re-run by cluster size",
@@ -117,16 +126,26 @@ def converge_section(results: list[dict]) -> str:
             "Per added host: against the smallest cluster measured at the same commit on the same machine (figures",
             "measured apart are not compared).",
             "",
-            "| hosts | re-run (median) | per added host since the smallest | date | commit |",
-            "|---|---|---|---|---|",
+            "The controller's CPU seconds during the re-run (`ansible-playbook`, its forks and ssh clients) split",
+            "the same way: what it costs at the smallest size, and per added host.",
+            "",
+            "| hosts | re-run (median) | per added host since the smallest | controller CPU-s (median) | CPU-s per "
+            "added host | date | commit |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in results:
             same = [b for b in results if b["commit"] == r["commit"] and b["machine"] == r["machine"]]
             base = min(same, key=lambda b: b["hosts"])
             added = r["hosts"] - base["hosts"]
             slope = f"{(r['rerun_median_s'] - base['rerun_median_s']) / added:+.2f}" if added else "-"
-            lines.append(f"| {r['hosts']} | {r['rerun_median_s']:.1f} | {slope} | {r['date'][:10]} | "
-                         f"`{r['commit']}` |")
+            cpu, cpu_slope = "-", "-"
+            if "rerun_controller_cpu_median_s" in r:
+                cpu = f"{r['rerun_controller_cpu_median_s']:.1f}"
+                if added and "rerun_controller_cpu_median_s" in base:
+                    per_host = (r["rerun_controller_cpu_median_s"] - base["rerun_controller_cpu_median_s"]) / added
+                    cpu_slope = f"{per_host:+.2f}"
+            lines.append(f"| {r['hosts']} | {r['rerun_median_s']:.1f} | {slope} | {cpu} | {cpu_slope} | "
+                         f"{r['date'][:10]} | `{r['commit']}` |")
         lines.append("")
     return "\n".join(lines)
 

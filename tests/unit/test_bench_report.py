@@ -25,8 +25,13 @@ def result(hosts: int, rerun: float, commit: str = "abc1234") -> dict:
 def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp_path):
     art = tmp_path / "artifacts"
     art.mkdir()
-    (art / "bench-converge-3hosts.json").write_text(json.dumps(result(3, 10.0)))
+    three = result(3, 10.0)
+    three.update(rerun_controller_cpu_median_s=3.8, hand_floor_s=120.0, first_over_hand_floor=1.25,
+                 hand_floor_installed={"head": {"apt": ["chrony=4.3"], "pip": ["ray[default]==2.60.0", "torch==2"]},
+                                       "worker": {"apt": ["chrony=4.3"], "pip": ["ray[default]==2.60.0"]}})
+    (art / "bench-converge-3hosts.json").write_text(json.dumps(three))
     six = result(6, 13.0)
+    six["rerun_controller_cpu_median_s"] = 4.7
     six["first_run_cpu"] = {"busy_fraction": 0.874, "cpus": 2, "machine_busy_s": 379.6, "controller_s": 121.2}
     six.update(release_rerun_s=[14.0, 15.5, 14.5, 15.0], release_rerun_median_s=14.75, full_run_s=98.2,
                full_run_per_role_s={"ray": 16.1, "tiny": 0.2})
@@ -39,7 +44,12 @@ def test_the_converge_section_comes_from_the_results_and_other_sections_stay(tmp
     assert "### 3 hosts — 2026-11-27" in text and "`make bench-converge WORKERS=2`" in text
     assert "| idempotent re-run | 10.0 | 10.0 / 11.0 / 9.0;" in text
     assert "ray 60.0, common 20.5 |" in text and "tiny" not in text
-    assert "| 6 | 13.0 | +1.00 | 2026-11-27 | `abc1234` |" in text
+    # the controller's CPU per added host, as the wall time
+    assert "| 6 | 13.0 | +1.00 | 4.7 | +0.30 | 2026-11-27 | `abc1234` |" in text
+    # the first converge against the hand floor, where it was measured
+    assert text.count("| first `site.yml` / hand floor |") == 1
+    assert "| first `site.yml` / hand floor | 1.25 | goal: at most 1.3 |" in text
+    assert "(the head: 1), and the Ray venv's 2 requirements" in text
     # the CPU row only where the result measured it (the 6-host one)
     assert text.count("| CPU busy during the first run |") == 1
     assert ("| CPU busy during the first run | 380 CPU-s | 87% of the machine's 2 CPUs (hosts and controller "
@@ -64,9 +74,9 @@ def test_the_cost_per_added_host_compares_results_of_one_commit_only(tmp_path):
     doc = tmp_path / "benchmarks.md"
     bench_report.main(["--artifacts", str(art), "--doc", str(doc)])
     text = doc.read_text()
-    assert "| 3 | 5.0 | - | 2026-11-27 | `new1234` |" in text
-    assert "| 6 | 7.5 | - | 2026-11-27 | `abc1234` |" in text
-    assert "| 9 | 10.5 | +1.00 | 2026-11-27 | `abc1234` |" in text
+    assert "| 3 | 5.0 | - | - | - | 2026-11-27 | `new1234` |" in text
+    assert "| 6 | 7.5 | - | - | - | 2026-11-27 | `abc1234` |" in text
+    assert "| 9 | 10.5 | +1.00 | - | - | 2026-11-27 | `abc1234` |" in text
 
 
 def test_without_results_nothing_is_rewritten(tmp_path):
