@@ -71,16 +71,22 @@ def default_route_ip() -> str:
         return s.getsockname()[0]
 
 
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{what} is not valid JSON ({exc}): {text[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{what} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise SettingsError(f"{path}: {what} missing") from None
-    except json.JSONDecodeError as exc:
-        raise SettingsError(f"{path}: {what} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
-    return data
+    return _json_object(text, f"{path}: {what}")
 
 
 def plan(launch: Mapping[str, Any], defaults: Mapping[str, Any], *, node_ip: str | None = None) -> tuple[
@@ -114,12 +120,7 @@ def launch_file(role: str, *, head_address: str | None = None, autoscaling_confi
         launch["autoscaling_config"] = autoscaling_config
     if not override_resources:
         return launch
-    try:
-        resources = json.loads(override_resources)
-    except json.JSONDecodeError as exc:
-        raise SettingsError(f"RAY_OVERRIDE_RESOURCES: not valid JSON ({exc}): {override_resources!r}") from None
-    if not isinstance(resources, dict):
-        raise SettingsError(f"RAY_OVERRIDE_RESOURCES: expected a JSON object of resources, got {resources!r}")
+    resources = _json_object(override_resources, "RAY_OVERRIDE_RESOURCES (the node type's resources)")
     custom = {}
     for name, value in resources.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
