@@ -277,6 +277,15 @@ STATES = ("for f in $(find {root} -name state.json 2>/dev/null); do cat $f 2>/de
 PAUSE_S, EPOCHS = 2, 12
 
 
+def _replacement_state(sb):
+    """What the cluster and the replacement say of it, for a run that did not resume there."""
+    ray = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
+    status = exec_on(sb, "head", f"cd /tmp && {ray} status -v; {ray} list placement-groups --detail", check=False)
+    own = exec_on(sb, "worker3", f"cat {ADMISSION_RECORD}; journalctl -u rayfleet-launch -u ray-worker --no-pager "
+                                 "-n 40", check=False)
+    return f"\n--- ray status and placement groups on the head:\n{status[-5000:]}\n--- the replacement:\n{own[-3000:]}"
+
+
 def _states(sb, root):
     """The states of a run's checkpoints in the store, by epoch (one being written is left out)."""
     found = {}
@@ -330,7 +339,7 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         deadline = time.monotonic() + 420
         log = ""
         while "RESULT " not in log:
-            assert time.monotonic() < deadline, log[-4000:]
+            assert time.monotonic() < deadline, log[-3000:] + _replacement_state(sb)
             time.sleep(3)
             log = exec_on(sb, "head", f"cat /tmp/{run}.log", check=False)
         result = json.loads(log.split("RESULT ", 1)[1].splitlines()[0])
