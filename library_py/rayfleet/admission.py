@@ -66,6 +66,9 @@ KV_CLUSTER_METADATA = b"CLUSTER_METADATA"
 GCS_TIMEOUT_S = 10
 CONNECT_TIMEOUT_S = 3
 PUBLISH_WAIT_S = 120
+# A head publishes its library digest a second or two after its GCS answers: a worker that starts with it asks
+# again, once a second, this many times before it compares Ray and Python only
+LIBRARY_WAIT_TRIES = 20
 # The Ray node label a node admitted here starts with (ray start --labels): the preflight's verdict and the submit
 # gate tell a proved node from one started otherwise
 LABEL_KEY = "rayfleet.io/admission"
@@ -226,10 +229,16 @@ def storage_check() -> Check:
 
 
 def versions_check(settings: RayNodeSettings, mine: Mapping[str, str],
-                   theirs: Callable[[RayNodeSettings], Mapping[str, str | None]]) -> Check:
+                   theirs: Callable[[RayNodeSettings], Mapping[str, str | None]],
+                   sleep: Callable[[float], None] = time.sleep) -> Check:
     if settings.role == "head":
         return Check("versions", NOT_APPLICABLE, f"the head is the cluster's reference (Ray {mine['ray']})")
     head = theirs(settings)  # HeadUnreachable propagates: no verdict
+    for _ in range(LIBRARY_WAIT_TRIES):
+        if head.get("library"):
+            break
+        sleep(1.0)  # a head that started moments ago publishes once its GCS answers
+        head = theirs(settings)
     bad = []
     for what, name in (("ray", "Ray"), ("python", "Python")):
         if head.get(what) and head[what] != mine[what]:
@@ -275,6 +284,7 @@ class Environment:
     head_versions: Callable[[RayNodeSettings], Mapping[str, str | None]] = head_versions
     link: Callable[[RayNodeSettings], tuple[Check, dict[str, Any]]] = link_check
     now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
 
 
 def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str, Any]:
@@ -284,7 +294,7 @@ def admit(config: str, settings: RayNodeSettings, env: Environment) -> dict[str,
     checks: list[Check] = [gpu_check(settings, vendor, report), env.dcgm(vendor, report),
                            env.nccl(config, vendor, report), env.storage()]
     mine = dict(env.versions())
-    checks.append(versions_check(settings, mine, env.head_versions))
+    checks.append(versions_check(settings, mine, env.head_versions, env.sleep))
     # Last, and only for a node the other checks pass: it takes seconds, and needs the head's Ray and library
     link: dict[str, Any] = {}
     if any(c.failed for c in checks):

@@ -32,11 +32,12 @@ def gpu(index=0, **extra) -> Gpu:
                pcie_width=16, pcie_max_width=16, ecc_enabled=True, ecc_uncorrected_volatile=0, **extra)
 
 
-def env(report=None, head=None, storage=None, link=None) -> Environment:
+def env(report=None, head=None, storage=None, link=None, slept=None) -> Environment:
     def head_versions(_settings):
-        if isinstance(head, Exception):
-            raise head
-        return head if head is not None else dict(MINE)
+        found = head.pop(0) if isinstance(head, list) else head
+        if isinstance(found, Exception):
+            raise found
+        return found if found is not None else dict(MINE)
 
     return Environment(
         read_gpus=lambda: ("nvidia", report or NvmlReport(False, "NVML not available: no NVIDIA driver")),
@@ -45,7 +46,7 @@ def env(report=None, head=None, storage=None, link=None) -> Environment:
         storage=lambda: storage or Check("storage", NOT_APPLICABLE, "no shared storage is configured on this host"),
         versions=lambda: dict(MINE), head_versions=head_versions,
         link=link or (lambda _settings: (Check("link", NOT_APPLICABLE, "turned off (link_check: null)"), {})),
-        now=lambda: 1_800_000_000.0)
+        now=lambda: 1_800_000_000.0, sleep=(slept if slept is not None else []).append)
 
 
 def checks(record) -> dict[str, dict]:
@@ -91,9 +92,21 @@ def test_a_worker_with_another_ray_or_library_than_the_head_is_refused():
 
 
 def test_a_head_that_published_no_library_digest_checks_ray_and_python_only():
+    slept = []
     found = checks(admission.admit("/c", settings(), env(head={"ray": "2.60.0", "python": "3.11.2",
-                                                               "library": None})))["versions"]
+                                                               "library": None}, slept=slept)))["versions"]
     assert found["state"] == OK and found["reason"].endswith("the head published no node library digest")
+    # it asked again, once a second, before it gave up on the digest
+    assert slept == [1.0] * admission.LIBRARY_WAIT_TRIES
+
+
+def test_a_worker_starting_with_its_head_waits_for_the_head_to_publish_its_library():
+    unpublished = {"ray": "2.60.0", "python": "3.11.2", "library": None}
+    slept = []
+    found = checks(admission.admit("/c", settings(), env(head=[unpublished, unpublished, {
+        "ray": "2.60.0", "python": "3.11.2", "library": "b" * 64}], slept=slept)))["versions"]
+    assert slept == [1.0, 1.0]
+    assert found["state"] == FAILED and "bbbbbbbbbbbb on the head" in found["reason"]
 
 
 def test_the_head_is_its_own_reference_and_needs_no_gcs():
