@@ -281,9 +281,13 @@ def _replacement_state(sb):
     """What the cluster and the replacement say of it, for a run that did not resume there."""
     ray = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
     status = exec_on(sb, "head", f"cd /tmp && {ray} status -v; {ray} list placement-groups --detail", check=False)
+    # the GCS's placement group scheduler: why the run's worker group found no node
+    gcs = exec_on(sb, "head", "grep -ih 'placement' /tmp/ray/session_latest/logs/gcs_server.out | tail -40",
+                  check=False)
     own = exec_on(sb, "worker3", f"cat {ADMISSION_RECORD}; journalctl -u rayfleet-launch -u ray-worker --no-pager "
                                  "-n 40", check=False)
-    return f"\n--- ray status and placement groups on the head:\n{status[-5000:]}\n--- the replacement:\n{own[-3000:]}"
+    return (f"\n--- ray status and placement groups on the head:\n{status[-5000:]}\n--- the GCS on placement groups:\n"
+            f"{gcs[-4000:]}\n--- the replacement:\n{own[-3000:]}")
 
 
 def _states(sb, root):
