@@ -10,6 +10,7 @@ The contract (what a launcher writes; everything else is baked into the image):
       optional: "node_ip" (default: this host's default-route address),
                 "num_gpus", "num_cpus" (default: the baked ones; the GPUs the node's admission expects),
                 "resources" (custom resources, such as a node type's {"trainer": 1}; default: the baked ones),
+                "labels" (Ray node labels, such as a node type's {"market": "spot"}; default: the baked ones),
                 "autoscaling_config" (head only: ray up's bootstrap config, to run the autoscaler)
   /etc/rayfleet/auth-token    the cluster's Ray token, mode 0600, owned by the Ray user, when the image was
                               baked with token authentication (ray_auth_mode: token). Never in the image.
@@ -24,13 +25,15 @@ a node it refuses does not join, and ``<temp_dir>/rayfleet-admission.json`` and 
 A ``ray up`` start command writes the launch file with ``--write``: the role, the head's address, and the node
 type's resources as Ray's cluster launcher hands them to the start commands (``RAY_OVERRIDE_RESOURCES``, JSON: its
 CPU and GPU counts become num_cpus and num_gpus, its custom resources the node's resources; memory, object store
-memory and the accelerator type are left to Ray's own reading of the host).
+memory and the accelerator type are left to Ray's own reading of the host), and its labels (``RAY_OVERRIDE_LABELS``,
+JSON).
 
 Examples:
   python -m rayfleet.launch                 # what the unit runs
   python -m rayfleet.launch --dry-run       # print the settings it would write
   python -m rayfleet.launch --write worker --head-address "$RAY_HEAD_IP:6379" \
-      --override-resources "$RAY_OVERRIDE_RESOURCES"     # a ray up worker start command
+      --override-resources "$RAY_OVERRIDE_RESOURCES" --override-labels "$RAY_OVERRIDE_LABELS"
+                                            # a ray up worker start command
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from rayfleet.errors import SettingsError
-from rayfleet.raynode import RayNodeSettings
+from rayfleet.raynode import RayNodeSettings, node_labels
 
 LAUNCH_FILE = Path("/etc/rayfleet/launch.json")
 DEFAULTS_FILE = Path("/etc/rayfleet/launch-defaults.json")
-LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "resources", "autoscaling_config"}
+LAUNCH_KEYS = {"role", "head_address", "node_ip", "num_gpus", "num_cpus", "resources", "labels",
+               "autoscaling_config"}
 BAKE_ONLY_KEYS = {"units", "config_paths", "service_user", "cluster_name"}
 # Resources of a node type the node leaves to Ray's own reading of the host (the cluster launcher fills them in
 # from the instance type: memory, and the accelerator_type:<GPU model> Ray sets itself)
@@ -109,8 +113,9 @@ def plan(launch: Mapping[str, Any], defaults: Mapping[str, Any], *, node_ip: str
 
 
 def launch_file(role: str, *, head_address: str | None = None, autoscaling_config: str | None = None,
-                override_resources: str | None = None) -> dict[str, Any]:
-    """The launch file a ray up start command writes (override_resources: RAY_OVERRIDE_RESOURCES, JSON, or empty)."""
+                override_resources: str | None = None, override_labels: str | None = None) -> dict[str, Any]:
+    """The launch file a ray up start command writes (override_resources: RAY_OVERRIDE_RESOURCES, override_labels:
+    RAY_OVERRIDE_LABELS; JSON, or empty)."""
     launch: dict[str, Any] = {"role": role}
     if role == "worker" and not head_address:
         raise SettingsError("head_address: a worker needs the head's host:port (--head-address \"$RAY_HEAD_IP:6379\")")
@@ -118,6 +123,11 @@ def launch_file(role: str, *, head_address: str | None = None, autoscaling_confi
         launch["head_address"] = head_address
     if autoscaling_config:
         launch["autoscaling_config"] = autoscaling_config
+    if override_labels:
+        labels = node_labels(_json_object(override_labels, "RAY_OVERRIDE_LABELS (the node type's labels)"),
+                             "RAY_OVERRIDE_LABELS")
+        if labels:
+            launch["labels"] = labels
     if not override_resources:
         return launch
     resources = _json_object(override_resources, "RAY_OVERRIDE_RESOURCES (the node type's resources)")
@@ -174,12 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-address", help="with --write worker: the head's host:port")
     parser.add_argument("--autoscaling-config", help="with --write head: ray up's bootstrap config")
     parser.add_argument("--override-resources", help="with --write: the node type's resources (RAY_OVERRIDE_RESOURCES)")
+    parser.add_argument("--override-labels", help="with --write: the node type's labels (RAY_OVERRIDE_LABELS)")
     args = parser.parse_args(argv)
     if args.write:
         try:
             launch = launch_file(args.write, head_address=args.head_address,
                                  autoscaling_config=args.autoscaling_config,
-                                 override_resources=args.override_resources)
+                                 override_resources=args.override_resources,
+                                 override_labels=args.override_labels)
         except SettingsError as exc:
             print(f"rayfleet.launch: {exc}", file=sys.stderr)
             return 2

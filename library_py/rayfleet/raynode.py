@@ -29,6 +29,7 @@ import dataclasses
 import ipaddress
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -47,6 +48,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from rayfleet.link import LinkCheck
 
 ROLES = ("head", "worker")
+# Ray's node labels follow Kubernetes' syntax: [prefix/]name = value; the name and the value at most 63 characters,
+# alphanumeric at both ends with - _ . between (an empty value is allowed), the prefix a DNS subdomain
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
+LABEL_PREFIX = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+# Ray's own labels, and rayfleet's (the admission verdict): a node's settings cannot set them
+RESERVED_LABEL_PREFIXES = ("ray.io/", "rayfleet.io/")
 SETTINGS_VERSION = 1
 
 
@@ -171,6 +178,8 @@ class RayNodeSettings:
     num_cpus: int | None = None
     num_gpus: int | None = None
     resources: Mapping[str, float] = field(default_factory=dict)
+    # Ray node labels (a node type's, such as {"market": "spot"}), for label selectors of tasks, actors and bundles
+    labels: Mapping[str, str] = field(default_factory=dict)
     object_store_memory: int | None = None
     temp_dir: str = "/tmp/ray"
     dashboard_host: str | None = None
@@ -222,6 +231,7 @@ class RayNodeSettings:
             if key in ("CPU", "GPU", "memory", "object_store_memory"):
                 raise SettingsError(f"resources.{key}: set num_cpus/num_gpus/object_store_memory instead")
             clean_resources[str(key)] = _number(f"resources.{key}", value)
+        labels = node_labels(data.get("labels"))
         env = data.get("env") or {}
         if not isinstance(env, Mapping) or not all(isinstance(k, str) for k in env):
             raise SettingsError(f"env: expected a mapping of variable name to value, got {env!r}")
@@ -269,6 +279,7 @@ class RayNodeSettings:
             num_cpus=_number("num_cpus", data.get("num_cpus"), integer=True),
             num_gpus=_number("num_gpus", data.get("num_gpus"), integer=True),
             resources=clean_resources,
+            labels=labels,
             object_store_memory=object_store_memory,
             temp_dir=temp_dir,
             dashboard_host=(str(data["dashboard_host"]) if data.get("dashboard_host") else None),
@@ -286,7 +297,8 @@ class RayNodeSettings:
         data = dataclasses.asdict(self)
         data["resources"] = dict(sorted(self.resources.items()))
         data["env"] = dict(sorted(self.env.items()))
-        for key in ("autoscaling_config", "socket_ifname", "node_name", "link_check"):
+        data["labels"] = dict(sorted(self.labels.items())) or None
+        for key in ("autoscaling_config", "socket_ifname", "node_name", "link_check", "labels"):
             if data[key] is None:
                 del data[key]  # files written before the field existed stay unchanged
         return {"version": SETTINGS_VERSION, **data}
@@ -314,7 +326,7 @@ class RayNodeSettings:
             host = f"[{host}]"
         return f"http://{host}:{self.ports.dashboard}"
 
-    def start_args(self, block: bool = True) -> list[str]:
+    def start_args(self, block: bool = True, labels: Mapping[str, str] | None = None) -> list[str]:
         """The full ``ray start`` command line for these settings."""
         p = self.ports
         args = [self.ray_bin, "start"]
@@ -350,6 +362,9 @@ class RayNodeSettings:
             args.append(f"--num-gpus={self.num_gpus}")
         if self.resources:
             args.append("--resources=" + json.dumps(dict(sorted(self.resources.items())), separators=(",", ":")))
+        all_labels = {**self.labels, **(labels or {})}
+        if all_labels:
+            args.append("--labels=" + ",".join(f"{k}={v}" for k, v in sorted(all_labels.items())))
         if self.object_store_memory is not None:
             args.append(f"--object-store-memory={self.object_store_memory}")
         if block:
@@ -385,6 +400,33 @@ class RayNodeSettings:
         if self.num_gpus is not None:
             want["GPU"] = float(self.num_gpus)
         return want
+
+
+def node_labels(value: Any, what: str = "labels") -> dict[str, str]:
+    """A node's Ray labels, checked as Ray checks them (a mapping of key to text; numbers are taken as text)."""
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{what}: expected a mapping of label key to value, got {value!r}")
+    found = {}
+    for given, raw in value.items():
+        key = str(given)
+        prefix, _, name = key.rpartition("/")
+        if ("/" in key and not (len(prefix) <= 253 and LABEL_PREFIX.fullmatch(prefix))) or not (
+                len(name) <= 63 and LABEL_NAME.fullmatch(name)):
+            raise SettingsError(f"{what}.{key}: expected a label key, [prefix/]name: the name at most 63 "
+                                "characters, alphanumeric at both ends with - _ . between, the prefix a DNS subdomain")
+        if key.startswith(RESERVED_LABEL_PREFIXES):
+            raise SettingsError(f"{what}.{key}: the prefixes {', '.join(RESERVED_LABEL_PREFIXES)} are reserved for "
+                                "Ray's and rayfleet's own labels")
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+            raise SettingsError(f"{what}.{key}: expected a text value, got {raw!r}")
+        text = str(raw)
+        if text and not (len(text) <= 63 and LABEL_NAME.fullmatch(text)):
+            raise SettingsError(f"{what}.{key}: expected a value of at most 63 characters, alphanumeric at both "
+                                f"ends with - _ . between, got {text!r}")
+        found[key] = text
+    return dict(sorted(found.items()))
 
 
 def auth_env(token_path: str | None) -> dict[str, str]:
@@ -591,16 +633,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "show":
         sys.stdout.write(settings.to_json())
         return 0
-    argv_ray = settings.start_args(block=True)
+    ray_bin = settings.ray_bin
     if args.ray_bin:
         found = args.ray_bin if "/" in args.ray_bin else shutil.which(args.ray_bin)
         if not found:
             print(f"rayfleet.raynode: --ray-bin {args.ray_bin}: not found on PATH ({os.environ.get('PATH', '')})",
                   file=sys.stderr)
             return 2
-        argv_ray[0] = found
+        ray_bin = found
+
+    def argv_ray(labels: Mapping[str, str] | None = None) -> list[str]:
+        return [ray_bin, *settings.start_args(block=True, labels=labels)[1:]]
+
     if args.action == "args":
-        print(shlex.join(argv_ray))
+        print(shlex.join(argv_ray()))
         return 0
     try:
         env = settings.process_env()
@@ -614,9 +660,11 @@ def main(argv: list[str] | None = None) -> int:
             return refused
         from rayfleet.admission import LABEL_KEY, LABEL_PASSED
 
-        argv_ray.append(f"--labels={LABEL_KEY}={LABEL_PASSED}")
+        labels = {LABEL_KEY: LABEL_PASSED}
+    else:
+        labels = None
     after_start = (lambda: publish_when_up(args.config)) if settings.role == "head" else None
-    return run_supervised(argv_ray, env, after_start=after_start)
+    return run_supervised(argv_ray(labels), env, after_start=after_start)
 
 
 if __name__ == "__main__":

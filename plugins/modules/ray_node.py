@@ -76,6 +76,14 @@ options:
     description: Custom resources, name to amount.
     type: dict
     default: {}
+  labels:
+    description:
+      - Ray node labels, key to value (Kubernetes' syntax), for the label selectors of tasks, actors and placement
+        group bundles.
+      - The prefixes C(ray.io/) and C(rayfleet.io/) are reserved; a node that passed its admission checks also
+        carries C(rayfleet.io/admission=passed).
+    type: dict
+    default: {}
   object_store_memory:
     description: Object store size in bytes. Omit for Ray's default (30% of memory, capped by /dev/shm).
     type: int
@@ -358,6 +366,7 @@ def build_module():
             num_cpus=dict(type="int"),
             num_gpus=dict(type="int"),
             resources=dict(type="dict", default={}),
+            labels=dict(type="dict", default={}),
             object_store_memory=dict(type="int"),
             temp_dir=dict(type="path", default="/tmp/ray"),
             node_name=dict(type="str"),
@@ -475,10 +484,15 @@ def wait_registered(module, settings, not_node_id, timeout, started=None):
                 problem = "the node from before the restart (%s) is still the one registered" % not_node_id
             else:
                 lacking = lacking_resources(node, want)
-                if not lacking:
+                labels = dict((k, (v, node.labels.get(k))) for k, v in settings.labels.items()
+                              if node.labels.get(k) != v)
+                if not lacking and not labels:
                     return node
-                problem = "resources differ (name: wanted, found): %s" % ", ".join(
-                    "%s: %g, %g" % (k, w, f) for k, (w, f) in sorted(lacking.items()))
+                problem = "; ".join(filter(None, [
+                    lacking and "resources differ (name: wanted, found): %s" % ", ".join(
+                        "%s: %g, %g" % (k, w, f) for k, (w, f) in sorted(lacking.items())),
+                    labels and "labels differ (key: wanted, found): %s" % ", ".join(
+                        "%s: %s, %s" % (k, w, f) for k, (w, f) in sorted(labels.items()))]))
         except Exception as exc:  # the GCS may still be starting
             problem = to_native(exc)
         if time.monotonic() >= deadline:
@@ -597,7 +611,7 @@ def main():
             role=role, node_ip=p["node_ip"], ray_bin=ray_bin, head_address=p["head_address"],
             ports=dict((k, v) for k, v in p["ports"].items() if v is not None),
             num_cpus=p["num_cpus"], num_gpus=p["num_gpus"], resources=p["resources"],
-            object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
+            labels=p["labels"], object_store_memory=p["object_store_memory"], temp_dir=p["temp_dir"],
             dashboard_host=p["dashboard_host"], include_dashboard=p["include_dashboard"], env=p["env"],
             socket_ifname=p["socket_ifname"], auth_token_path=p["auth_token_path"], node_name=p["node_name"],
             link_check=p["link_check"],

@@ -377,9 +377,10 @@ DASHBOARD_URL_VARS = ("ray_dashboard_prometheus_url", "ray_dashboard_grafana_url
 SETTING_NAMES = (
     "ray_cluster_name", "ray_membership", "ray_cluster_networks", "ray_runtime", "ray_state", "ray_stop_drain_s",
     "ray_liveness_check_interval_s", "ray_restart_sec", "ray_gcs_reconnect_timeout_s", "ray_wait_timeout",
-    "ray_restart_running_jobs", "ray_restart_wait_s", "ray_limit_nofile", "ray_resources", "ray_preemption_provider",
-    "ray_preemption_metadata_url", "ray_preemption_interval_s", "ray_dashboard_prometheus_url",
-    "ray_dashboard_grafana_url", "ray_dashboard_grafana_iframe_url", "ray_container_engine", "ray_container_image",
+    "ray_restart_running_jobs", "ray_restart_wait_s", "ray_limit_nofile", "ray_resources", "ray_labels",
+    "ray_preemption_provider", "ray_preemption_metadata_url", "ray_preemption_interval_s",
+    "ray_dashboard_prometheus_url", "ray_dashboard_grafana_url", "ray_dashboard_grafana_iframe_url",
+    "ray_container_engine", "ray_container_image",
     "ray_container_image_archive", "ray_container_pull", "ray_container_python", "ray_container_shm_size_mb",
     "ray_container_gpus", "ray_container_nvidia_key_url", "ray_container_nvidia_key_fingerprint",
 )
@@ -463,6 +464,11 @@ def _service_problems(v, role):
             and _number_at_least_0(amount) for name, amount in resources.items())):
         out.append(("ray_resources", "a mapping of custom resource names to amounts >= 0 (not %s: ray_num_cpus, "
                     "ray_num_gpus and ray_object_store_memory set those)" % ", ".join(RAY_BUILTIN_RESOURCES)))
+    labels = v.get("ray_labels")
+    if not (isinstance(labels, dict) and all(
+            isinstance(key, str) and key.strip() and not isinstance(value, (bool, dict, list)) and value is not None
+            for key, value in labels.items())):
+        out.append(("ray_labels", "a mapping of Ray node label keys to text values, such as {market: spot}"))
     return out
 
 

@@ -59,18 +59,20 @@ def test_bake_creates_a_tagged_ami_and_a_ray_up_yaml(ec2, aws_env, tmp_path):
     assert worker["node_config"]["Placement"] == {"GroupName": "team-a-pg"}
     assert head["node_config"]["SubnetIds"] == ["subnet-0abc"] and head["node_config"]["KeyName"] == "team-a"
     assert any("fs-0abc:/ /mnt/efs" in c for c in cluster["setup_commands"])
-    # the worker's start command as the cluster launcher runs it: the head's IP and the node type's resources in the
-    # environment (the node library's rayfleet.launch, here with this Python, writes the launch file)
+    # the worker's start command as the cluster launcher runs it: the head's IP and the node type's resources and
+    # labels in the environment (the node library's rayfleet.launch, here with this Python, writes the launch file)
     launch_cmd = next(c for c in cluster["worker_start_ray_commands"] if "rayfleet.launch --write" in c)
     venv_python = "sudo /opt/rayfleet/venv/bin/python"
     assert launch_cmd.startswith(venv_python + " -m rayfleet.launch --write worker ")
     written = tmp_path / "launch.json"
     subprocess.run(["sh", "-c", launch_cmd.replace(venv_python, str(BIN / "python")) + f" --launch-file {written}"],
                    env={"RAY_HEAD_IP": "10.0.0.10", "RAY_OVERRIDE_RESOURCES": '{"CPU":96,"GPU":8,"trainer":1}',
+                        "RAY_OVERRIDE_LABELS": '{"market":"spot"}',
                         "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "library_py")},
                    capture_output=True, text=True, check=True)
     assert json.loads(written.read_text()) == {"role": "worker", "head_address": "10.0.0.10:6379", "num_cpus": 96,
-                                               "num_gpus": 8, "resources": {"trainer": 1}}
+                                               "num_gpus": 8, "resources": {"trainer": 1},
+                                               "labels": {"market": "spot"}}
     assert any("--write head --autoscaling-config" in c for c in cluster["head_start_ray_commands"])
     assert cluster["file_mounts"] == {"/tmp/rayfleet-auth-token": str(tmp_path / "token")}
     assert token_commands(cluster) == ["sudo install -m 0600 /tmp/rayfleet-auth-token /etc/rayfleet/auth-token"

@@ -275,6 +275,7 @@ print("RESULT " + json.dumps(trainer.fit().metrics), flush=True)
 '''
 STATES = ("for f in $(find {root} -name state.json 2>/dev/null); do cat $f 2>/dev/null; echo; done")
 PAUSE_S, EPOCHS = 2, 12
+WORKER_GROUP_WAIT_S = 300
 
 
 def _replacement_state(sb):
@@ -318,8 +319,11 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
         wait_alive(sb, head_ip, 4, timeout=180, admitted=True)
         reclaimed = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
-        # the driver on the head, as the Ray user, left running in the background
-        driver = (f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python "
+        # the driver on the head, as the Ray user, left running in the background. Its worker group waits for a
+        # node as long as a replacement takes to boot and prove itself (Ray Train's default, 60 s, is shorter: the
+        # run would give up a worker group placed on the replacement while its worker still starts)
+        driver = (f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} "
+                  f"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S={WORKER_GROUP_WAIT_S} {VENV}/bin/python "
                   f"/tmp/rayfleet-train.py /mnt/checkpoints {run} {PAUSE_S} {EPOCHS}")
         exec_on(sb, "head", f"cat > /tmp/rayfleet-train.py <<'EOF'\n{TRAIN}\nEOF\n"
                             f"cd /tmp && setsid nohup {driver} > /tmp/{run}.log 2>&1 &")

@@ -96,10 +96,32 @@ def test_a_ray_up_start_command_writes_the_node_types_resources_into_the_launch_
     assert main(["--launch-file", str(path), "--write", "head", "--autoscaling-config", "/etc/a.yaml",
                  "--override-resources", '{"CPU": 0}']) == 0
     assert json.loads(path.read_text()) == {"role": "head", "autoscaling_config": "/etc/a.yaml", "num_cpus": 0}
-    # outside the cluster launcher the variable is empty: the baked values stand
+    # outside the cluster launcher the variables are empty: the baked values stand
     assert main(["--launch-file", str(path), "--write", "worker", "--head-address", "h:1",
-                 "--override-resources", ""]) == 0
+                 "--override-resources", "", "--override-labels", ""]) == 0
     assert json.loads(path.read_text()) == {"role": "worker", "head_address": "h:1"}
+    capsys.readouterr()
+
+
+def test_a_node_types_labels_reach_its_ray_start_beside_the_admission_label(tmp_path, capsys):
+    """A node type's labels (RAY_OVERRIDE_LABELS, JSON) go into the launch file, and from there into ray start's
+    --labels, merged with the admission label a node that passed its checks carries."""
+    path = tmp_path / "launch.json"
+    assert main(["--launch-file", str(path), "--write", "worker", "--head-address", "10.0.0.10:6379",
+                 "--override-labels", '{"market": "spot", "example.com/pool": "a100"}']) == 0
+    written = json.loads(path.read_text())
+    assert written == {"role": "worker", "head_address": "10.0.0.10:6379",
+                       "labels": {"example.com/pool": "a100", "market": "spot"}}
+    settings, _unit, _path = plan(written, DEFAULTS, node_ip="10.0.0.11")
+    assert "--labels=example.com/pool=a100,market=spot" in settings.start_args()
+    merged = settings.start_args(labels={"rayfleet.io/admission": "passed"})
+    assert [a for a in merged if a.startswith("--labels")] == [
+        "--labels=example.com/pool=a100,market=spot,rayfleet.io/admission=passed"]
+    # the settings file holds them; a node with none writes no labels key (files from before stay byte-identical)
+    assert json.loads(settings.to_json())["labels"] == {"example.com/pool": "a100", "market": "spot"}
+    bare, _unit, _path = plan({"role": "worker", "head_address": "h:1"}, DEFAULTS, node_ip="10.0.0.11")
+    assert "labels" not in json.loads(bare.to_json())
+    assert not [a for a in bare.start_args() if a.startswith("--labels")]
     capsys.readouterr()
 
 
@@ -110,6 +132,12 @@ def test_a_ray_up_start_command_writes_the_node_types_resources_into_the_launch_
      "RAY_OVERRIDE_RESOURCES.CPU: expected a whole number"),
     (["--write", "worker", "--head-address", "h:1", "--override-resources", '{"x": "1"}'],
      "RAY_OVERRIDE_RESOURCES.x: expected a number"),
+    (["--write", "worker", "--head-address", "h:1", "--override-labels", '["spot"]'],
+     "RAY_OVERRIDE_LABELS (the node type's labels) must be a JSON object"),
+    (["--write", "worker", "--head-address", "h:1", "--override-labels", '{"rayfleet.io/admission": "passed"}'],
+     "RAY_OVERRIDE_LABELS.rayfleet.io/admission: the prefixes ray.io/, rayfleet.io/ are reserved"),
+    (["--write", "worker", "--head-address", "h:1", "--override-labels", '{"market": "spot!"}'],
+     "RAY_OVERRIDE_LABELS.market: expected a value of at most 63 characters"),
 ])
 def test_a_bad_start_command_writes_nothing_and_says_why(tmp_path, capsys, args, message):
     path = tmp_path / "launch.json"

@@ -78,6 +78,15 @@ def test_ipv6_head_address():
         ({"object_store_memory": 1024}, "object_store_memory: Ray needs at least 78643200 bytes"),
         ({"resources": {"GPU": 1}}, "resources.GPU: set num_cpus/num_gpus/object_store_memory instead"),
         ({"resources": ["a"]}, "resources: expected a mapping"),
+        ({"labels": ["spot"]}, "labels: expected a mapping of label key to value"),
+        ({"labels": {"-market": "spot"}}, "labels.-market: expected a label key, [prefix/]name"),
+        ({"labels": {"Example.com/pool": "a"}}, "labels.Example.com/pool: expected a label key"),
+        ({"labels": {"x" * 64: "a"}}, "expected a label key"),
+        ({"labels": {"ray.io/node-id": "n1"}}, "labels.ray.io/node-id: the prefixes ray.io/, rayfleet.io/ are "
+                                               "reserved"),
+        ({"labels": {"rayfleet.io/admission": "passed"}}, "labels.rayfleet.io/admission: the prefixes"),
+        ({"labels": {"market": "on demand"}}, "labels.market: expected a value of at most 63 characters"),
+        ({"labels": {"market": True}}, "labels.market: expected a text value, got True"),
         ({"temp_dir": "ray-tmp"}, "temp_dir: expected an absolute path"),
         ({"head_address": "10.0.0.10"}, "head_address: only workers take a head address"),
     ],
@@ -305,3 +314,13 @@ def test_children_are_read_from_proc_stat(tmp_path):
         (tmp_path / pid).mkdir()
         (tmp_path / pid / "stat").write_text(text)
     assert _children(7, tmp_path) == [(10, "ray::Dashboard Agent"), (11, "odd) name)")]
+
+
+def test_labels_are_text_sorted_and_a_change_restarts_the_node():
+    """Ray's node labels: numbers are taken as text, an empty value is allowed, the file and --labels are sorted;
+    a label is part of the settings, so a change is a difference that restarts the node."""
+    a = RayNodeSettings.from_mapping({**HEAD, "labels": {"zone": "b", "gen": 3, "example.com/spare": ""}})
+    assert a.labels == {"example.com/spare": "", "gen": "3", "zone": "b"}
+    assert "--labels=example.com/spare=,gen=3,zone=b" in a.start_args()
+    b = RayNodeSettings.from_mapping({**HEAD, "labels": {"zone": "c", "gen": "3", "example.com/spare": ""}})
+    assert settings_diff(a.to_dict(), b.to_dict()) == {"labels.zone": ("b", "c")}

@@ -295,6 +295,8 @@ def test_a_temp_dir_of_its_own_with_a_space_is_still_named():
                                      "amounts >= 0"),
     ("ray_resources", {"GPU": 1}, 'ray_resources is {"GPU": 1}; expected a mapping of custom resource names'),
     ("ray_resources", ["accel"], 'ray_resources is ["accel"]; expected a mapping'),
+    ("ray_labels", ["spot"], 'ray_labels is ["spot"]; expected a mapping of Ray node label keys to text values'),
+    ("ray_labels", {"market": {"a": 1}}, 'ray_labels is {"market": {"a": 1}}; expected a mapping of Ray node label'),
 ])
 def test_the_units_numbers_and_resources_are_checked_before_anything_changes(var, value, words):
     """What the unit and ray start are given (RestartSec, the GCS reconnect timeout, LimitNOFILE, --resources) is

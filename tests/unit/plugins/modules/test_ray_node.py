@@ -177,6 +177,23 @@ def test_node_registering_with_wrong_resources_fails_naming_them(node_env, monke
     assert "journalctl -u ray-head" in out.result["msg"]
 
 
+def test_node_registering_without_its_labels_fails_naming_them(node_env, monkeypatch):
+    args, _config = node_env
+    clock = iter(range(0, 1000, 3))
+    monkeypatch.setattr(ray_node.time, "monotonic", lambda: next(clock))
+    out = run(ray_node, {**args, "labels": {"market": "spot"}})
+    assert out.failed
+    assert "labels differ (key: wanted, found): market: spot, None" in out.result["msg"]
+
+
+def test_a_bad_label_fails_before_anything_changes(node_env):
+    args, config = node_env
+    out = run(ray_node, {**args, "labels": {"ray.io/node-id": "x"}})
+    assert out.failed
+    assert "labels.ray.io/node-id: the prefixes ray.io/, rayfleet.io/ are reserved" in out.result["msg"]
+    assert not config.exists() and FakeSystemd.actions == []
+
+
 def test_stopped_stops_an_active_node(node_env):
     args, _config = node_env
     run(ray_node, args)
