@@ -234,7 +234,7 @@ def versions_check(settings: RayNodeSettings, mine: Mapping[str, str],
     if settings.role == "head":
         return Check("versions", NOT_APPLICABLE, f"the head is the cluster's reference (Ray {mine['ray']})")
     head = theirs(settings)  # HeadUnreachable propagates: no verdict
-    for _ in range(LIBRARY_WAIT_TRIES):
+    for _attempt in range(LIBRARY_WAIT_TRIES):
         if head.get("library"):
             break
         sleep(1.0)  # a head that started moments ago publishes once its GCS answers

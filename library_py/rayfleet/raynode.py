@@ -411,7 +411,7 @@ def node_labels(value: Any, what: str = "labels") -> dict[str, str]:
     found = {}
     for given, raw in value.items():
         key = str(given)
-        prefix, _, name = key.rpartition("/")
+        prefix, _slash, name = key.rpartition("/")
         if ("/" in key and not (len(prefix) <= 253 and LABEL_PREFIX.fullmatch(prefix))) or not (
                 len(name) <= 63 and LABEL_NAME.fullmatch(name)):
             raise SettingsError(f"{what}.{key}: expected a label key, [prefix/]name: the name at most 63 "
