@@ -115,91 +115,15 @@ waited:
   type: float
 """
 
-import contextlib
-import json
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-
-
-def read_lock(path):
-    """The lock's owner (None: no lock); a file that is not a lock's JSON reads as an owner with no run."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        return None
-    try:
-        owner = json.loads(text)
-    except ValueError:
-        owner = None
-    if not isinstance(owner, dict):
-        owner = {"run": "", "unreadable": text[:200]}
-    try:
-        owner["age_s"] = round(max(0.0, time.time() - os.stat(path).st_mtime), 1)
-    except FileNotFoundError:
-        return None
-    return owner
-
-
-def _write_new(path, owner):
-    """Create the lock for owner; False when it exists."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(owner, handle, sort_keys=True)
-    return True
-
-
-def _replace(path, owner):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(owner, handle, sort_keys=True)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
-def take(path, owner, take_over=None, check_mode=False):
-    """Take the lock at path for owner (a dict with its run id). Returns the result: lock taken, held (by this run),
-    taken_over (the lock of the run named take_over, which still held it) or busy (with the owner that holds it)."""
-    held = read_lock(path)
-    if held is None:
-        if check_mode or _write_new(path, owner):
-            return {"lock": "taken", "changed": False, "owner": owner}
-        held = read_lock(path)  # another run took it between the read and the create
-        if held is None:
-            return {"lock": "busy", "changed": False, "owner": {"run": ""}}
-    if held.get("run") == owner["run"]:
-        return {"lock": "held", "changed": False, "owner": held}
-    if take_over is not None and held.get("run") == take_over:
-        if not check_mode:
-            _replace(path, owner)
-            again = read_lock(path)  # two runs taking over the same dead run: the last write wins, the other waits
-            if (again or {}).get("run") != owner["run"]:
-                return {"lock": "busy", "changed": False, "owner": again or {"run": ""}}
-        return {"lock": "taken_over", "changed": False, "owner": owner, "replaced": held}
-    return {"lock": "busy", "changed": False, "owner": held}
-
-
-def release(path, owner, check_mode=False):
-    """Give back the lock at path when owner's run holds it; another run's is left alone."""
-    held = read_lock(path)
-    if held is None or held.get("run") != owner["run"]:
-        return {"lock": "not_held", "changed": False, **({"owner": held} if held else {})}
-    if not check_mode:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    return {"lock": "released", "changed": False}
+from ansible_collections.rayfleet.cluster.plugins.module_utils.converge_lock import LOCK_PATH, release, take_on_host
 
 
 def build_module():
     return AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "path": {"type": "path", "default": "/var/lib/rayfleet/converge.lock"},
+            "path": {"type": "path", "default": LOCK_PATH},
             "wait": {"type": "int", "default": 0},
             "stale_after": {"type": "int", "default": 7200},
             "break_lock": {"type": "bool", "default": False},
@@ -219,16 +143,9 @@ def main():
     owner = params["owner"]
     if not str(owner.get("run") or ""):
         module.fail_json(msg="converge_lock: owner.run is empty; expected the run's id (the action sets it).")
-    directory = os.path.dirname(path)
-    if params["state"] == "present" and not module.check_mode and not os.path.isdir(directory):
-        with contextlib.suppress(FileExistsError):
-            os.makedirs(directory, 0o755)
     if params["state"] == "absent":
         module.exit_json(**release(path, owner, module.check_mode))
-    result = take(path, owner, params["take_over"], module.check_mode)
-    if result["lock"] == "taken_over" and params["reason"]:
-        result["replaced"] = {**result["replaced"], "reason": params["reason"]}
-    module.exit_json(**result)
+    module.exit_json(**take_on_host(path, owner, params["take_over"], params["reason"], module.check_mode))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,39 @@ options:
     type: list
     elements: str
     default: []
+  lock:
+    description:
+      - The cluster's converge lock (M(rayfleet.cluster.converge_lock)), taken in this round trip on the head, so a
+        converge's first contact with the head costs one module call. C(site.yml) sets it; on every other host, and
+        where O(lock.take) is false, no lock is taken.
+      - When another run holds the lock, the action waits for it or takes it over as M(rayfleet.cluster.converge_lock)
+        does, then compares the head again.
+    type: dict
+    suboptions:
+      take:
+        description: Take the converge lock (on the head only).
+        type: bool
+        default: false
+      wait:
+        description: Seconds to wait for a lock another run holds (C(rayfleet_lock_wait)).
+        type: int
+        default: 0
+      stale_after:
+        description:
+          - Seconds after which the lock of a run on another controller is taken over (C(rayfleet_lock_stale_after)).
+        type: int
+        default: 7200
+      break_lock:
+        description: Take the lock over whoever holds it (C(rayfleet_lock_break)).
+        type: bool
+        default: false
+  lock_owner:
+    description: Set by the action, not by the task - this run, taking the converge lock on the head.
+    type: dict
+  lock_path:
+    description: The converge lock's file on the head (O(rayfleet.cluster.converge_lock#module:path)).
+    type: path
+    default: /var/lib/rayfleet/converge.lock
 extends_documentation_fragment:
   - rayfleet.cluster.stage_records
 attributes:
@@ -113,11 +146,18 @@ items:
   description: How many items the records name.
   returned: always
   type: int
+lock:
+  description:
+    - What taking the converge lock found or did, as M(rayfleet.cluster.converge_lock) returns it
+      (RV(rayfleet.cluster.converge_lock#module:lock), C(owner), C(waited)).
+  returned: on the head, when O(lock.take) is true
+  type: dict
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayfleet.cluster.plugins.module_utils.converge_lock import LOCK_PATH, take_on_host
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
     IMAGE_RECORD_DIR,
     capture,
@@ -137,6 +177,14 @@ def build_module():
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
             image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
             views=dict(type="list", elements="str", default=[]),
+            lock=dict(type="dict", options=dict(
+                take=dict(type="bool", default=False),
+                wait=dict(type="int", default=0),
+                stale_after=dict(type="int", default=7200),
+                break_lock=dict(type="bool", default=False),
+            )),
+            lock_owner=dict(type="dict"),
+            lock_path=dict(type="path", default=LOCK_PATH),
         ),
         supports_check_mode=True,
     )
@@ -144,6 +192,10 @@ def build_module():
 
 def main():
     module = build_module()
+    taken = {}
+    if module.params["lock_owner"]:
+        taken["lock"] = take_on_host(module.params["lock_path"], module.params["lock_owner"],
+                                     check_mode=module.check_mode)
     directory = module.params["directory"]
     names = set(module.params["stages"])
     if os.path.isdir(directory):
@@ -171,6 +223,7 @@ def main():
         records=digests,
         items=len(items),
         packages=installed_packages(module),
+        **taken,
     )
 
 

@@ -191,7 +191,8 @@ SHARED_CODE = ("plugins/", "library_py/", "playbooks/site.yml", "site.yml")
 # The machinery's own code: it decides whether a stage runs and what its record says, and applies nothing
 MACHINERY_FILES = frozenset({
     "plugins/plugin_utils/stages.py", "plugins/module_utils/stage_state.py", "plugins/callback/stage_items.py",
-    "plugins/doc_fragments/stage_records.py",
+    "plugins/doc_fragments/stage_records.py", "plugins/module_utils/converge_lock.py",
+    "plugins/plugin_utils/converge_lock.py",
     *("plugins/%s/%s.py" % (kind, name) for kind in ("action", "modules")
       for name in ("stage_gate", "stage_record", "stage_items", "drift_check", "reach_policy", "converge_lock")),
 })
