@@ -127,125 +127,13 @@ degraded:
 """
 
 import os
-import shutil
-import socket
-import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
-from ansible_collections.rayfleet.cluster.plugins.module_utils.limited import run_limited, user_entry
-
-# Runs in a child interpreter: statvfs, then (optionally) write/read/delete a probe file. A hard NFS mount whose
-# server is gone blocks in the kernel; only this child blocks, and the parent gives up after the timeout.
-_PROBE = r"""
-import os, sys
-path, write = sys.argv[1], sys.argv[2] == "1"
-st = os.statvfs(path)
-if write:
-    name = os.path.join(path, ".rayfleet-probe-%s-%d" % (os.uname()[1], os.getpid()))
-    data = os.urandom(64)
-    with open(name, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    with open(name, "rb") as fh:
-        ok = fh.read() == data
-    os.unlink(name)
-    if not ok:
-        raise SystemExit("read back differs from what was written")
-"""
-
-
-def parse_mountinfo(text: str) -> dict:
-    """mount point -> (fstype, source), the last mount on a point winning (as the kernel shows it)."""
-    out = {}
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 2:
-            continue
-        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
-        out[point] = (tail[0], tail[1])
-    return out
-
-
-def read_mountinfo() -> dict:
-    with open("/proc/self/mountinfo") as fh:
-        return parse_mountinfo(fh.read())
-
-
-def tcp_reachable(server: str, port: int, timeout: float) -> tuple[bool, str]:
-    try:
-        with socket.create_connection((server, port), timeout=timeout):
-            return True, ""
-    except OSError as exc:
-        return False, "%s:%d: %s" % (server, port, to_native(exc) or type(exc).__name__)
-
-
-def protocol_probe(server: str, export: str, port: int, timeout: float, user=None) -> str:
-    """NFSv4 READDIR of the export through libnfs (no kernel client needed): 'ok', an error, or 'not run'."""
-    nfs_ls = shutil.which("nfs-ls")
-    if not nfs_ls:
-        return "not run (nfs-ls from libnfs-utils is not installed)"
-    pw = user_entry(user)
-    query = "version=4&nfsport=%d" % port
-    if pw is not None:
-        query += "&uid=%d&gid=%d" % (pw.pw_uid, pw.pw_gid)
-    host = "[%s]" % server if ":" in server else server
-    rc, out = run_limited([nfs_ls, "nfs://%s%s?%s" % (host, export if export.startswith("/") else "/" + export,
-                                                      query)], timeout)
-    if rc == 0:
-        return "ok"
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    return "error: %s" % (lines[-1] if lines else "nfs-ls exited %d" % rc)
-
-
-def probe_mount(mount: dict, mountinfo: dict, p: dict) -> dict:
-    path = os.path.normpath(mount["path"])
-    fstype, source = mountinfo.get(path, ("", ""))
-    mounted = path in mountinfo and (fstype.startswith("nfs") or fstype in ("efs", "fuse.nfs"))
-    other_fs = path in mountinfo and not mounted
-    reachable, why = tcp_reachable(mount["server"], p["port"], p["timeout"])
-    res = dict(path=path, type=mount["type"], server=mount["server"], export=mount["export"], mounted=mounted,
-               fstype=fstype if path in mountinfo else "", source=source if path in mountinfo else "",
-               server_reachable=reachable, protocol="not run", writable=None, state="ok", reason="")
-    problems = []
-    if other_fs:
-        problems.append("%s is a %s mount of %s, not the NFS share" % (path, fstype, source))
-    if mounted:
-        rc, out = run_limited([sys.executable, "-c", _PROBE, path, "0"], p["timeout"])
-        if rc == 124:
-            problems.append("mounted but not responding (statvfs blocked for %gs)" % p["timeout"])
-        elif rc != 0:
-            problems.append("statvfs failed: %s" % (out.splitlines()[-1] if out else rc))
-        elif p["write_probe"]:
-            rc, out = run_limited([sys.executable, "-c", _PROBE, path, "1"], p["timeout"], p["user"])
-            res["writable"] = rc == 0
-            if rc != 0:
-                who = p["user"] or "root"
-                problems.append("not writable by %s: %s" % (
-                    who, "no answer in %gs" % p["timeout"] if rc == 124 else (out.splitlines() or [rc])[-1]))
-    if not reachable:
-        problems.append("server unreachable (%s)" % why)
-    elif not mounted:
-        res["protocol"] = protocol_probe(mount["server"], mount["export"], p["port"], p["timeout"], p["user"])
-        protocol_ok = res["protocol"] == "ok"
-        if mount["type"] == "efs" and res["protocol"].startswith("not run"):
-            protocol_ok = True  # an EFS server port that answers is as far as a client without libnfs can go
-        if not protocol_ok and not res["protocol"].startswith("not run"):
-            problems.append("server does not serve %s: %s" % (mount["export"], res["protocol"]))
-        if p["kernel_client"] and not other_fs:
-            problems.append("not mounted")
-        elif not p["kernel_client"] and protocol_ok:
-            res["reason"] = "not mounted: this host has no kernel NFS client; the server answers NFSv4 for %s" % (
-                mount["export"])
-        elif not p["kernel_client"] and res["protocol"].startswith("not run"):
-            problems.append("not mounted and cannot be probed: %s" % res["protocol"])
-    if problems:
-        res["state"], res["reason"] = "degraded", "; ".join(problems)
-    return res
+from ansible_collections.rayfleet.cluster.plugins.module_utils.storage_probe import (
+    probe_mount,
+    read_mountinfo,
+    user_entry,
+)
 
 
 def main():
@@ -275,7 +163,8 @@ def main():
     if p["user"] and user_entry(p["user"]) is None:
         module.fail_json(msg="user %s does not exist on this host" % p["user"])
     mountinfo = read_mountinfo()
-    results = [probe_mount(m, mountinfo, p) for m in p["mounts"]]
+    results = [probe_mount(m, mountinfo, timeout=p["timeout"], port=p["port"], user=p["user"],
+                           write_probe=p["write_probe"], kernel_client=p["kernel_client"]) for m in p["mounts"]]
     degraded = ["%s: %s" % (r["path"], r["reason"]) for r in results if r["state"] != "ok"]
     out = dict(changed=False, mounts=results, degraded=degraded)
     if degraded and p["fail_on_degraded"]:

@@ -372,7 +372,7 @@ def test_main_refuses_a_missing_settings_file(tmp_path):
 
 
 def test_the_storage_check_reads_the_shared_storage_record(tmp_path, monkeypatch):
-    from rayfleet import storage
+    from rayfleet import storage, storage_probe
 
     record = tmp_path / "shared-storage.json"
     monkeypatch.setattr(storage.load_config, "__defaults__", (str(record),))
@@ -384,6 +384,6 @@ def test_the_storage_check_reads_the_shared_storage_record(tmp_path, monkeypatch
     record.write_text(json.dumps({"paths": ["/mnt/x"], "mounts": [{"path": "/mnt/x", "server": "127.0.0.1"}],
                                   "timeout": 0.5, "kernel_client": True}))
     monkeypatch.setattr(storage, "read_mountinfo", dict)
-    monkeypatch.setattr(storage, "tcp_reachable", lambda *a: (False, "127.0.0.1:2049: refused"))
+    monkeypatch.setattr(storage_probe, "tcp_reachable", lambda *a: (False, "127.0.0.1:2049: refused"))
     assert health.storage_check() == CheckResult("storage", FAILED,
                                                  "/mnt/x: server unreachable (127.0.0.1:2049: refused)")

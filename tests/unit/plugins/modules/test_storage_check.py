@@ -2,6 +2,7 @@
 """storage_check: real sockets on loopback stand in for NFS servers, a real directory for a mounted share (the
 mount table is the only thing faked), and real child processes for the probes and their timeouts."""
 
+import inspect
 import os
 import stat
 import time
@@ -9,7 +10,7 @@ import time
 import pytest
 from ansible_collections.rayfleet.cluster.plugins.modules import storage_check
 from conftest import run_module as run
-from rayfleet import storage
+from rayfleet import storage, storage_probe
 
 MOUNTINFO = (
     "22 1 0:21 / / rw,relatime shared:1 - overlay overlay rw,lowerdir=/a\n"
@@ -32,7 +33,7 @@ def _fake_nfs_ls(tmp_path, monkeypatch, rc, message=""):
 
 
 def test_mountinfo_is_parsed_with_escapes():
-    table = storage_check.parse_mountinfo(MOUNTINFO)
+    table = storage_probe.parse_mountinfo(MOUNTINFO)
     assert table["/mnt/shared"] == ("nfs4", "10.0.0.5:/srv/rayfleet/shared")
     assert table["/mnt/with space"] == ("nfs4", "10.0.0.6:/x")
     assert table["/scratch"] == ("ext4", "/dev/vdb")
@@ -109,7 +110,7 @@ def test_another_file_system_on_the_mount_point_is_degraded(tmp_path, monkeypatc
 
 def test_a_hung_probe_is_killed_after_the_timeout():
     start = time.monotonic()
-    rc, out = storage_check.run_limited(["sleep", "30"], 0.5)
+    rc, out = storage_probe.run_limited(["sleep", "30"], 0.5)
     assert rc == 124 and out == "no answer in 0.5s" and time.monotonic() - start < 5
 
 
@@ -120,9 +121,13 @@ def test_bad_arguments_fail_naming_them():
     assert out.failed and out.result["msg"] == "user no-such-user-here does not exist on this host"
 
 
-# The health check probes the same way on the node (rayfleet.storage, in the Ray venv): the same verdicts.
-def test_the_node_library_parses_mountinfo_alike():
-    assert storage.parse_mountinfo(MOUNTINFO) == storage_check.parse_mountinfo(MOUNTINFO)
+# The health check and the admission probe on the node (rayfleet.storage, in the Ray venv) with the same code: the
+# module's module_utils/storage_probe.py is the node library's rayfleet/storage_probe.py.
+def test_the_module_and_the_node_library_share_one_probe():
+    shared = os.path.realpath(inspect.getsourcefile(storage_check.probe_mount))
+    assert shared == os.path.realpath(inspect.getsourcefile(storage_probe.probe_mount))
+    assert shared.endswith(os.path.join("library_py", "rayfleet", "storage_probe.py"))
+    assert storage_probe.parse_mountinfo(MOUNTINFO)["/mnt/with space"] == ("nfs4", "10.0.0.6:/x")
 
 
 def _both(tmp_path, monkeypatch, mount, port, mountinfo, kernel_client=True):

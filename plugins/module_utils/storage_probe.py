@@ -1,0 +1,1 @@
+../../library_py/rayfleet/storage_probe.py
