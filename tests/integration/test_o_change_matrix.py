@@ -103,6 +103,12 @@ BATCHES = (
                {"all": {"pytorch_extra_packages": ["tzdata==2026.6"]}},
                HOSTS, PIP + " | grep -ci '^tzdata==' || true", "1"),
     ), restarts=HOSTS),
+    Batch("Ray node labels on one worker", (
+        Change("ray", "one worker's Ray node labels (ray start --labels, fixed at start: that node restarts)",
+               {WORKER1: {"ray_labels": {"team": "matrix"}}},
+               (WORKER1,), RAY_SETTINGS + " | python3 -c 'import json,sys; print(json.load(sys.stdin)"
+                                          ".get(\"labels\", {}).get(\"team\"))'", "matrix"),
+    ), restarts=(WORKER1,)),
     Batch("the checkpoint store on the hosts' shared volume", (
         Change("checkpoint_store", "a shared-filesystem store, whose settings reach every Ray node",
                {"all": {"checkpoint_store_backend": "shared", "checkpoint_store_path": CHECKPOINTS,
