@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.rayfleet.cluster.plugins.module_utils.converge_lock import LOCK_PATH
 
 MODULE = "rayfleet.cluster.converge_lock"
 POLL_S = 5
@@ -124,7 +125,7 @@ class Acquire:
                     "failed or died leaves its lock: the next run on its controller takes it over, another "
                     "controller after rayfleet_lock_stale_after (%d s); if you know that run is over, take it now "
                     "with -e rayfleet_lock_break=true."
-                    % (describe(holder), self.base.get("path") or "/var/lib/rayfleet/converge.lock", self.where,
+                    % (describe(holder), self.base.get("path") or LOCK_PATH, self.where,
                        stale_after)))
                 break
             time.sleep(min(POLL_S, remaining))
