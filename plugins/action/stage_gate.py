@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    SELECT,
     STAGES,
     VALIDATE,
     StageError,
     roles_to_check,
     running_stages,
     stage,
+    stage_groups,
     stage_verdict,
     supersedes_record,
 )
@@ -64,7 +66,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         name = self._task.args.get("stage")
         try:
-            if name != VALIDATE:
+            if name not in (VALIDATE, SELECT):
                 stage(name)
         except StageError as exc:
             result.update(failed=True, msg=str(exc))
@@ -99,6 +101,15 @@ class ActionModule(ActionBase):
         everyone = list(dict.fromkeys(play_hosts + heads + [host]))
         drift, records_now = _PerHost(everyone, drift_of), _PerHost(everyone, records_of)
         full = boolean(task_vars.get("rayfleet_full", False), strict=False)
+        if name == SELECT:
+            # once for the run (run_once): every host of the play, by the groups site.yml's stage plays target
+            inventory = task_vars.get("groups") or {}
+            live = list(task_vars.get("ansible_play_hosts") or [host])
+            result.update(changed=False, stage=name, groups=stage_groups(
+                drift, records_now, group_heads=heads, full=full,
+                host_groups={other: [group for group, members in inventory.items() if other in members]
+                             for other in live}))
+            return result
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
         if name == VALIDATE:
@@ -108,8 +119,6 @@ class ActionModule(ActionBase):
             roles = roles_to_check(running)
             result["roles"] = roles if roles is not None else sorted(
                 {role for item in STAGES for role in item.roles})
-            # no stage can run on a settled host in this run: the stage plays leave it before their gates
-            result["settled"] = running == []
         own = ((drift.get(host) or {}).get("stages") or {}).get(name) or {}
         packages = (drift.get(host) or {}).get("packages")
         if isinstance(packages, list):

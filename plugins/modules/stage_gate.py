@@ -20,14 +20,18 @@ description:
     every host when it runs on one; the ray stage runs on every node when it runs on the head.
   - Without a drift check in the run (a stage's playbook run alone), or with C(rayfleet_full=true), it runs.
   - The stage's play ends the host with C(ansible.builtin.meta) C(end_host) when RV(skip) is true.
-  - With O(stage=validate), it also tells whether the host is settled (RV(settled)) - no stage can run on it in this
-    run - so that every later stage play leaves it before asking its own gate.
+  - With O(stage=select), run once for the drift check's play (C(run_once)), it returns the groups each host of the
+    play goes in (RV(groups)), for C(ansible.builtin.add_host). C(site.yml)'s stage plays target those groups, so a
+    host where no stage can run in this run (settled) is in no stage's play.
 author:
   - rayfleet authors (@rayfleet)
 options:
   stage:
-    description: The stage (common, gpu, nccl, firewall, ssh_trust, nfs_server, shared_storage, checkpoint_store, ray,
-      ml, monitoring, submit_host).
+    description:
+      - The stage (common, gpu, nccl, firewall, ssh_trust, nfs_server, shared_storage, checkpoint_store, ray, ml,
+        monitoring, submit_host).
+      - V(validate), the gate of the validate plays - a host is checked where any stage runs.
+      - V(select), every host's groups for the run (RV(groups)).
     type: str
     required: true
 extends_documentation_fragment:
@@ -48,11 +52,11 @@ EXAMPLES = r"""
 RETURN = r"""
 run:
   description: Whether the stage runs on this host.
-  returned: success
+  returned: success, except with O(stage=select)
   type: bool
 skip:
   description: The opposite of RV(run).
-  returned: success
+  returned: success, except with O(stage=select)
   type: bool
 roles:
   description:
@@ -61,13 +65,19 @@ roles:
   returned: with O(stage=validate)
   type: list
   elements: str
-settled:
+groups:
   description:
-    - With O(stage=validate), whether no stage can run on this host in this run. A stage counts while it may still run
-      - its own verdict, an upstream stage that may run on the host and change its record, or (by the stage's scope)
-      the head or another host where it may run - so a settled host stays settled whatever the earlier stages do.
-  returned: with O(stage=validate)
-  type: bool
+    - With O(stage=select), host -> the groups it goes in for this run. C(rayfleet_stage_<stage>) for each stage that
+      may run on it. A stage counts while it may still run - its own verdict, an upstream stage that may run on the
+      host and change its record, or (by the stage's scope) the head where it may run - so every host a gate will run
+      a stage on is in that stage's group, whatever the earlier stages do. With C(rayfleet_full), every stage of its
+      inventory groups.
+    - C(rayfleet_stage_validate) on a Ray node where any stage may run, and C(rayfleet_stage_selected) on every host
+      (the stage plays target the selection's groups while it exists).
+  returned: with O(stage=select)
+  type: dict
+  sample: {"worker1": ["rayfleet_stage_firewall", "rayfleet_stage_validate", "rayfleet_stage_selected"],
+           "worker2": ["rayfleet_stage_selected"]}
 supersede:
   description:
     - Whether the stage's record on this host is set aside before the stage runs (M(rayfleet.cluster.stage_record)
@@ -81,7 +91,7 @@ drifted_items:
   description:
     - The keys of this stage's items the drift check found changed on this host (C(nft_table:inet rayfleet), ...),
       for roles whose tasks alone would not see the change (a table flushed under a unit that stays active).
-  returned: success
+  returned: success, except with O(stage=select)
   type: list
   elements: str
 installed_packages:
@@ -100,7 +110,7 @@ stage:
   type: str
 msg:
   description: Why.
-  returned: success
+  returned: success, except with O(stage=select)
   type: str
   sample: "runs: drifted: file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"
 """

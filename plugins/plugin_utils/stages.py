@@ -165,6 +165,11 @@ def upstream_views(name=None):
 
 # The gate of the validate plays: a host is checked when any stage runs on it (nothing changes on the others)
 VALIDATE = "validate"
+# The drift check's selection, once for the run: the groups site.yml's plays target (stage_groups)
+SELECT = "select"
+GROUP_PREFIX = "rayfleet_stage_"
+# Every host the selection saw: while this group exists, the stage plays target the selection's groups
+SELECTED_GROUP = GROUP_PREFIX + "selected"
 
 # Variables that say how to run, not what to converge to (how long this run waits for Ray's nodes or for a host's
 # reboot, say): never part of a stage's inputs, so a new value makes no stage run again
@@ -739,8 +744,7 @@ def running_stages(host, drift, records_now, *, group_heads, play_hosts):
     where an upstream stage ran and changed its record, and a stage that runs on the head (scope head) runs on the
     others. Before any stage ran this is not known yet, so a stage counts here when it may run: its own verdict now,
     or an upstream stage that may run on the host, or (scope head) the head where it may run. Every stage a gate will
-    run is in this list; a host with an empty list is settled, and the stage plays leave it without asking their
-    gates."""
+    run is in this list; a host with an empty list is settled, and no stage play targets it (stage_groups)."""
     if not drift.get(host):
         return None
     seen = {}
@@ -770,6 +774,28 @@ def roles_to_check(running):
     if running is None:
         return None
     return sorted({role for name in running for role in STAGE_BY_NAME[name].roles})
+
+
+def stage_groups(drift, records_now, *, group_heads, host_groups, full=False):
+    """host -> the groups site.yml's plays target it by, for the hosts of host_groups ({host: its group_names}):
+    GROUP_PREFIX + <stage> for each stage that may run on it in this run (running_stages; with full, every stage its
+    groups' plays hold), GROUP_PREFIX + validate on a Ray node where any may run, and SELECTED_GROUP. A host in no
+    stage's group is settled: no stage play targets it."""
+    hosts = list(host_groups)
+    nodes = {"ray_head", "ray_worker"}
+    selected = {}
+    for host, names in host_groups.items():
+        if full:
+            running = [item.name for item in stages_of(names)]
+        else:
+            running = running_stages(host, drift, records_now, group_heads=group_heads, play_hosts=hosts)
+            if running is None:
+                running = [item.name for item in stages_of(names)]
+        mine = [GROUP_PREFIX + name for name in running]
+        if running and nodes & set(names):
+            mine.append(GROUP_PREFIX + VALIDATE)
+        selected[host] = [*mine, SELECTED_GROUP]
+    return selected
 
 
 def drift_summary(checked):

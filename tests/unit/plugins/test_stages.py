@@ -309,9 +309,36 @@ def test_every_stage_play_gates_and_records_its_own_stage_on_its_groups():
             for task in list(play.get("roles") or []) + list(play.get("tasks") or []):
                 selected.update(task.get("tags") or [])
             assert set(stages.STAGE_BY_NAME[name].tags) == selected - {"always"}, play["name"]
-            assert tuple(play["hosts"].split(":")) == stages.STAGE_BY_NAME[name].groups, play["name"]
+            assert play["hosts"] == _selected_hosts(name), play["name"]
             seen[name] = path.name
     assert set(seen) == {stage.name for stage in STAGES}
+
+
+def _selected_hosts(group):
+    """A play's hosts under site.yml's selection: the group rayfleet_stage_<group> the drift check filled, or
+    without a selection in the run (the playbook alone) the inventory groups the stage table says."""
+    pattern = ":".join(stages.STAGE_BY_NAME[group].groups) if group != stages.VALIDATE else "ray_head:ray_worker"
+    return (f"{{{{ groups['{stages.GROUP_PREFIX}{group}'] | default([])\n   if '{stages.SELECTED_GROUP}' in groups "
+            f"else '{pattern}' }}}}")
+
+
+def test_the_validate_plays_target_the_hosts_where_their_roles_stage_may_run():
+    """site.yml checks a host's variables only where a stage may run on it: the Ray nodes' play targets
+    rayfleet_stage_validate, and the plays for the hosts of one stage's group (NFS servers, GPU hosts, submit hosts)
+    that stage's hosts - the roles they check are that stage's roles."""
+    targets = {}
+    for play in yaml.safe_load((ROOT / "playbooks/validate.yml").read_text()):
+        checked = {task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[-1] for task in play.get("tasks", [])
+                   if task.get("ansible.builtin.include_role", {}).get("tasks_from") == "validate"}
+        if not checked:
+            continue
+        (group,) = [name for name in [stages.VALIDATE, *stages.STAGE_BY_NAME]
+                    if play["hosts"] == _selected_hosts(name)]
+        targets[group] = checked
+    for name, roles in targets.items():
+        if name != stages.VALIDATE:
+            assert roles == set(stages.STAGE_BY_NAME[name].roles), name
+    assert set(targets) == {stages.VALIDATE, "nfs_server", "gpu", "submit_host"}
 
 
 def test_bake_records_for_its_image_only_the_stages_it_applies_as_site_yml_would():
@@ -1000,6 +1027,7 @@ def test_every_stage_a_gate_runs_was_counted_at_validate(seed):
     records_now = _records(drift)
     counted = {host: stages.running_stages(host, drift, records_now, group_heads=heads, play_hosts=hosts)
                for host in hosts}
+    selected = stages.stage_groups(drift, records_now, group_heads=heads, host_groups=groups)
     records_now = {host: dict(records) for host, records in records_now.items()}
     for item in STAGES:
         targets = [host for host in hosts if set(item.groups) & set(groups[host])]
@@ -1007,8 +1035,44 @@ def test_every_stage_a_gate_runs_was_counted_at_validate(seed):
                if stage_verdict(item.name, host, drift, records_now, group_heads=heads, play_hosts=targets)[0]]
         for host in ran:
             assert counted[host] is None or item.name in counted[host], (item.name, host, counted[host])
+            assert stages.GROUP_PREFIX + item.name in selected[host], (item.name, host, selected[host])
             if rng.random() < 0.5:
                 records_now.setdefault(host, {})[item.name] = "changed"
+
+
+def test_the_selection_puts_each_host_in_the_groups_of_the_stages_that_may_run_on_it():
+    member = ("common", "nccl", "firewall", "ssh_trust", "shared_storage", "checkpoint_store", "ray", "ml",
+              "monitoring")
+    groups = {"h": ["ray_head", "gpu"], "w1": ["ray_worker"], "w2": ["ray_worker"], "s": ["ray_submit"]}
+
+    def clean(names):
+        return {name: dict(CLEAN, upstream={up: "d0" for up in stages.STAGE_BY_NAME[name].upstream if up in names})
+                for name in names}
+
+    drift = {"h": _checked(**clean(("common", "gpu", *member[1:]))), "w1": _checked(**clean(member)),
+             "w2": _checked(**clean(member)), "s": _checked(**clean(("submit_host",)))}
+
+    def select(full=False):
+        return stages.stage_groups(drift, _records(drift), group_heads=["h"], host_groups=groups, full=full)
+
+    settled = [stages.SELECTED_GROUP]
+    assert select() == {host: settled for host in groups}
+    drift["w1"]["stages"]["firewall"] = dict(CLEAN, drifted=["nft_table:inet rayfleet"])
+    assert select()["w1"] == ["rayfleet_stage_firewall", "rayfleet_stage_validate", stages.SELECTED_GROUP]
+    assert select()["w2"] == select()["h"] == select()["s"] == settled
+    # the head's gpu stage may change its record: the ray stage everywhere, the ml stage after it
+    drift["h"]["stages"]["gpu"] = dict(CLEAN, drifted=["package:nvidia-driver"])
+    assert select()["w2"] == ["rayfleet_stage_ray", "rayfleet_stage_ml", "rayfleet_stage_validate",
+                              stages.SELECTED_GROUP]
+    assert select()["h"][:4] == ["rayfleet_stage_gpu", "rayfleet_stage_nccl", "rayfleet_stage_ray", "rayfleet_stage_ml"]
+    # a submit host is no Ray node: its own stage's group only
+    drift["s"]["stages"]["submit_host"] = dict(CLEAN, inputs_changed=True)
+    assert select()["s"] == ["rayfleet_stage_submit_host", stages.SELECTED_GROUP]
+    # rayfleet_full, or a host without a drift check: every stage of its groups
+    assert select(full=True)["w1"] == [stages.GROUP_PREFIX + name for name in member] + [
+        "rayfleet_stage_validate", stages.SELECTED_GROUP]
+    del drift["w2"]
+    assert select()["w2"] == select(full=True)["w2"]
 
 
 def test_a_host_is_compared_with_the_stages_of_its_groups():
