@@ -55,9 +55,8 @@ def decide(results, heads, policy, policy_var=POLICY_VAR):
         for host, result in sorted(results.items())
         if isinstance(result, dict) and result.get("unreachable")
     }
-    why = {host: _why_unread(result) for host, result in sorted(results.items())
-           if isinstance(result, dict) and result and host not in left_out}
-    unread = {host: error for host, error in why.items() if error}
+    unread = {host: _why_unread(result) for host, result in sorted(results.items())
+              if isinstance(result, dict) and result and host not in left_out and _why_unread(result)}
     if unread:
         raise ReachError(
             "reached, but the facts could not be read (become, Python?): %s. Nothing was changed."
