@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import yaml
 from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.apex_plan import APEX_VARS, apex_plan
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.checkpoint_store_plan import (
@@ -37,6 +36,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     cluster_members,
     cluster_networks,
     host_plan,
+    member_entry,
     member_ip,
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cuda_plan import CUDA_VARS, cuda_plan
@@ -61,7 +61,11 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.ssh_trust_plan im
     host_principals,
     ssh_trust_plan,
 )
-from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import trust_as_template
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
+    collection_yaml,
+    trust_as_template,
+)
+from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import role_options as stage_role_options
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.storage_plan import (
     EFS_UTILS_VARS,
     file_sha256,
@@ -94,6 +98,14 @@ class Call:
     role_default: Callable = lambda var: None
     result: dict = field(default_factory=dict)
     memo: dict | None = None
+    _hostvars: dict = field(default_factory=dict, repr=False)
+
+    def hostvars(self, name):
+        """name's variables (hostvars[name], {} where it has none), looked up once per call: each lookup of
+        hostvars works out all of the host's variables."""
+        if name not in self._hostvars:
+            self._hostvars[name] = (self.task_vars.get("hostvars") or {}).get(name) or {}
+        return self._hostvars[name]
 
     def pick(self, names):
         """{name: its value, None where unset} of names."""
@@ -136,6 +148,8 @@ def _ray(call):
     v, host = call.v, call.host
     if call.given.get("node") is not None:  # the role's second call, once it has read the host
         return _ray_node(call, call.given["node"])
+    if call.given.get("members") is True:  # the run's one call: every member's entry
+        return _members(call)
     settings = {}
     for name in HOST_VARS:
         if name in HEALTH_VARS:
@@ -147,11 +161,10 @@ def _ray(call):
     # the health timer's variables are checked when the role has them (the ray role does)
     settings.update((name, v[name]) for name in HEALTH_VARS if name in v)
     groups = call.groups
-    hostvars = call.task_vars.get("hostvars", {})
     heads = groups.get("ray_head", [])
     # a worker reaches the head at its cluster IP unless ray_head_address names it otherwise
     if settings.get("ray_node_role") == "worker" and not settings.get("ray_head_address") and heads:
-        head_vars = hostvars.get(heads[0], {})
+        head_vars = call.hostvars(heads[0])
         settings["ray_head_address"] = member_ip(heads[0], {key: head_vars.get(key) for key in MEMBER_VARS})
     # the GCS port is the head's: a worker follows the head's ray_gcs_port, whichever host or group sets it; the
     # Ray release and the token mode are the cluster's: a worker's must be the head's
@@ -164,23 +177,36 @@ def _ray(call):
                      is_dir=os.path.isdir)
 
     def hostvars_of(name):
-        hv = hostvars.get(name, {})
-        # every member's exporter settings as its inventory sets them (no role's defaults), this host's too
-        monitoring = {key: hv.get(key) for key in MEMBER_MONITORING_VARS}
-        if name == host:  # this host's own values as the role sees them (with the role's defaults)
-            return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
-                    "ansible_host": call.task_vars.get("ansible_host"),
-                    "ray_cluster_name": settings["ray_cluster_name"],
-                    "ansible_facts": call.task_vars.get("ansible_facts") or {}, **monitoring}
-        theirs = {key: hv.get(key) for key in MEMBER_VARS}
-        return {**theirs, **monitoring}
+        if name != host:
+            return _member_vars(call.hostvars(name))
+        # this host's own values as the role sees them (with the role's defaults); its exporter settings as its
+        # inventory sets them, as every member's
+        monitoring = {key: call.hostvars(name).get(key) for key in MEMBER_MONITORING_VARS}
+        return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
+                "ansible_host": call.task_vars.get("ansible_host"), "ray_cluster_name": settings["ray_cluster_name"],
+                "ansible_facts": call.task_vars.get("ansible_facts") or {}, **monitoring}
 
+    # the other members' entries: the run's (given members), else worked out here
+    memo = call.memo if call.memo is not None else dict(call.given.get("members") or {})
     network = settings.get("ray_membership") == "network"
     cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
                               left_out=call.given.get("left_out") or (),
                               networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None,
-                              gpu_hosts=groups.get("gpu", []), memo=call.memo, own=host)
+                              gpu_hosts=groups.get("gpu", []), memo=memo, own=host)
     return {"host": mine, "cluster": cluster}
+
+
+def _member_vars(hv):
+    """A member's variables (hv: its hostvars) as the cluster plan reads another member's: as its inventory sets
+    them (no role's defaults)."""
+    return {key: hv.get(key) for key in (*MEMBER_VARS, *MEMBER_MONITORING_VARS)}
+
+
+def _members(call):
+    """Every member's entry of the cluster plan, as any other member's plan reads it: worked out once for a run (a
+    run_once task), so that no host's plan reads the others' variables again."""
+    members = dict.fromkeys(list(call.groups.get("ray_head", [])) + list(call.groups.get("ray_worker", [])))
+    return {"members": {name: member_entry(name, _member_vars(call.hostvars(name))) for name in members}}
 
 
 # The share of a host's memory Ray gives its object store where it sets none (Ray's own default), and what a
@@ -245,12 +271,11 @@ def _ray_node(call, node):
 def _heads_value(call, head, var):
     """The head's value of one of the ray role's variables: as the head's inventory (or -e) sets it; where it sets
     none, the ray role's default, which is this host's own value unless its own inventory sets one."""
-    hostvars = call.task_vars.get("hostvars", {})
-    head_vars = hostvars.get(head) or {}
+    head_vars = call.hostvars(head)
     if head_vars.get(var) is not None:
         return head_vars[var]
     mine = call.v.get(var)
-    if var not in (hostvars.get(call.host) or {}):
+    if var not in call.hostvars(call.host):
         return mine
     default = call.role_default(var)
     return default if default is not None else mine
@@ -464,7 +489,7 @@ def _settings(role):
 
 
 PLANS = {
-    "ray": Plan(_ray, given=("left_out", "node")),
+    "ray": Plan(_ray, given=("left_out", "node", "members")),
     "firewall": Plan(_firewall, reads=("ray_cluster_name", "nfs_server_enabled", "nfs_server_port",
                                        "nfs_server_extra_clients"),
                      given=("cluster_addresses", "ray_ports", "worker_port_range", "ip_local_port_range")),
@@ -493,10 +518,7 @@ _SPECS = {}
 def role_options(role):
     """{variable: its option} of every entry point of role's meta/argument_specs.yml (read once per process)."""
     if role not in _SPECS:
-        with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
-            specs = (yaml.safe_load(handle) or {}).get("argument_specs") or {}
-        _SPECS[role] = {name: option for entry in specs.values()
-                        for name, option in (entry.get("options") or {}).items()}
+        _SPECS[role] = stage_role_options(os.path.dirname(ROLES_DIR), role)
     return _SPECS[role]
 
 
@@ -520,8 +542,7 @@ def owner_default(var):
     path = os.path.join(ROLES_DIR, role or "", "defaults", "main.yml")
     if role is None or not os.path.isfile(path):
         return False, None
-    with open(path, encoding="utf-8") as handle:
-        defaults = yaml.safe_load(handle) or {}
+    defaults = collection_yaml(path) or {}
     default = defaults.get(var)
     # the collection's own text: a template to render in the host's context
     return (var in defaults), trust_as_template(default) if isinstance(default, str) else default

@@ -19,6 +19,7 @@ changed since, or (the ray stage) when it runs on the head.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -277,11 +278,27 @@ def stage_code(root):
     return out
 
 
+# libyaml's parser where PyYAML has it: the argument specs are read by every host's plan, in its own process
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=None)
+def collection_yaml(path):
+    """One of the collection's YAML files, parsed once per process (shared: not to be changed)."""
+    with open(path, encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=_YAML_LOADER)  # nosec B506 - a safe loader
+
+
+def role_options(root, role):
+    """{variable: its option} of every entry point of role's meta/argument_specs.yml."""
+    specs = (collection_yaml(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) or {}).get(
+        "argument_specs") or {}
+    return {name: option for entry in specs.values() for name, option in (entry.get("options") or {}).items()}
+
+
 def role_variables(root, role):
     """The variables role declares in meta/argument_specs.yml (all its entry points)."""
-    with open(os.path.join(root, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
-        specs = (yaml.safe_load(handle) or {}).get("argument_specs") or {}
-    return frozenset(name for entry in specs.values() for name in (entry.get("options") or {}))
+    return frozenset(role_options(root, role))
 
 
 def stage_variables(root):
@@ -305,8 +322,7 @@ def role_default(root, item, variable):
     for role in item.roles + item.uses:
         path = os.path.join(root, "roles", role, "defaults", "main.yml")
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as handle:
-                defaults = yaml.safe_load(handle) or {}
+            defaults = collection_yaml(path) or {}
             if variable in defaults:
                 return defaults[variable]
     return None

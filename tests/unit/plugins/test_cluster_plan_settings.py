@@ -299,6 +299,29 @@ def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_nam
         head_address({}, heads=())
 
 
+def test_the_runs_members_read_once_give_every_host_the_plan_it_works_out_alone():
+    """The members' entries read once for the run (given members: true) and given to each host's plan leave its
+    plan as it is without them: the other members' as their inventories set them, its own as its role sees it."""
+
+    def member(ip, key, **extra):
+        return {"ray_node_ip": ip, "ansible_host": ip, "ansible_facts": {
+            "all_ipv4_addresses": [ip], "hostname": key, "ssh_host_key_ed25519_public": "AAAA" + key}, **extra}
+
+    hostvars = {"h": member("10.0.0.1", "h"), "w1": member("10.0.0.2", "w1", monitoring_node_exporter_port=9200),
+                "node7": member("10.0.0.7", "node7", ray_node_instances=[{"name": "a"}])}
+    task_vars = {"groups": {"ray_head": ["h"], "ray_worker": ["w1", "node7"]}, "hostvars": hostvars,
+                 "group_names": ["ray_worker"], "ansible_facts": hostvars["node7"]["ansible_facts"]}
+    args = container(ray_node_ip="10.0.0.7", ray_head_address="", ray_node_instances=[{"name": "a"}, {"name": "b"}])
+    members = run_plan("ray", Call("node7", args, {"members": True}, task_vars))["members"]
+    assert sorted(members) == ["h", "node7", "w1"]
+    assert members["w1"]["monitoring"] == {"monitoring_node_exporter_port": 9200}
+    alone = run_plan("ray", Call("node7", args, {}, task_vars))
+    given = run_plan("ray", Call("node7", args, {"members": members}, task_vars))
+    assert given == alone
+    # its own entry is its role's (two instances), not its inventory's (one)
+    assert sorted(given["cluster"]["expected_nodes"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.7/a", "10.0.0.7/b"]
+
+
 class _Role:
     """The ray role as the plan action sees it through its task: its defaults."""
 
