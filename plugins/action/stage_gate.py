@@ -15,6 +15,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     STAGES,
     VALIDATE,
     StageError,
+    drifted_report,
     roles_to_check,
     running_stages,
     stage,
@@ -105,10 +106,10 @@ class ActionModule(ActionBase):
             # once for the run (run_once): every host of the play, by the groups site.yml's stage plays target
             inventory = task_vars.get("groups") or {}
             live = list(task_vars.get("ansible_play_hosts") or [host])
-            result.update(changed=False, stage=name, groups=stage_groups(
-                drift, records_now, group_heads=heads, full=full,
-                host_groups={other: [group for group, members in inventory.items() if other in members]
-                             for other in live}))
+            host_groups = {other: [group for group, members in inventory.items() if other in members]
+                           for other in live}
+            result.update(changed=False, stage=name, drifted=drifted_report(live, drift), groups=stage_groups(
+                drift, records_now, group_heads=heads, full=full, host_groups=host_groups))
             return result
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)

@@ -17,6 +17,8 @@ description:
   - Fails, naming every unreachable host and its error, when the head (group C(ray_head)) is unreachable, or when
     more hosts are unreachable than O(max_unreachable) allows; otherwise returns them in RV(left_out), for the play
     to leave them out of the run (C(site.yml) fails them, so they are named in the recap and the run exits non-zero).
+  - Fails, naming each host and its error, when a host was reached but its facts were not read (no Python, become
+    refused). The first contact runs with C(failed_when=false), so such a host is not failed yet.
   - Hosts left out keep their place in the cluster's configuration; the cluster plan reads their last known facts.
 author:
   - rayfleet authors (@rayfleet)

@@ -78,6 +78,13 @@ groups:
   type: dict
   sample: {"worker1": ["rayfleet_stage_firewall", "rayfleet_stage_validate", "rayfleet_stage_selected"],
            "worker2": ["rayfleet_stage_selected"]}
+drifted:
+  description:
+    - With O(stage=select), host -> one line per stage that would run there by the host's own records, the stage
+      and why (an item drifted, new inputs, no record, a stage it reads changed). A settled host is not named.
+  returned: with O(stage=select)
+  type: dict
+  sample: {"worker1": ["common: drifted: file:/etc/sysctl.d/60-rayfleet.conf (sha256 3f2a... -> 9c1e...)"]}
 supersede:
   description:
     - Whether the stage's record on this host is set aside before the stage runs (M(rayfleet.cluster.stage_record)

@@ -55,6 +55,14 @@ def decide(results, heads, policy, policy_var=POLICY_VAR):
         for host, result in sorted(results.items())
         if isinstance(result, dict) and result.get("unreachable")
     }
+    why = {host: _why_unread(result) for host, result in sorted(results.items())
+           if isinstance(result, dict) and result and host not in left_out}
+    unread = {host: error for host, error in why.items() if error}
+    if unread:
+        raise ReachError(
+            "reached, but the facts could not be read (become, Python?): %s. Nothing was changed."
+            % "; ".join("%s (%s)" % (host, error) for host, error in unread.items())
+        )
     named = "; ".join("%s (%s)" % (host, error) for host, error in left_out.items())
     down_heads = [host for host in heads if host in left_out]
     if down_heads:
@@ -69,3 +77,15 @@ def decide(results, heads, policy, policy_var=POLICY_VAR):
             % (len(left_out), total, policy_var, policy, limit, named, policy_var)
         )
     return {"left_out": left_out, "allowed": limit, "hosts": total}
+
+
+def _why_unread(result):
+    """Why a reached host's facts were not read ('' when they were): the first contact runs with failed_when false,
+    so a failed setup module (no Python, become refused) shows as no facts and, for gather_facts, failed_modules."""
+    if result.get("skipped"):
+        return ""
+    failed = result.get("failed_modules") or {}
+    if not failed and not result.get("failed") and result.get("ansible_facts"):
+        return ""
+    errors = [str(item.get("msg") or "").strip() for item in failed.values() if isinstance(item, dict)]
+    return "; ".join(error for error in errors if error) or str(result.get("msg") or "no facts").strip()

@@ -814,16 +814,31 @@ def stage_groups(drift, records_now, *, group_heads, host_groups, full=False):
     return selected
 
 
+def _own_verdicts(checked):
+    """(stage, run, reason) for each stage of a drift_check result, by this host's records only."""
+    for item in STAGES:
+        if item.name in (checked.get("stages") or {}):
+            records = {"host": checked.get("records") or {}}
+            yield (item.name, *_own_verdict(item.name, "host", {"host": checked}, records))
+
+
 def drift_summary(checked):
     """One line per stage of a drift_check result: whether the stage would run on the host and why (this host's
     records only; site.yml's gates also follow a stage that runs on the head)."""
-    lines = []
-    for item in STAGES:
-        if item.name not in (checked.get("stages") or {}):
-            continue
-        run, reason = _own_verdict(item.name, "host", {"host": checked}, {"host": checked.get("records") or {}})
-        lines.append("%-16s %-4s %s" % (item.name, "run" if run else "ok", reason))
-    return lines
+    return ["%-16s %-4s %s" % (name, "run" if run else "ok", reason) for name, run, reason in _own_verdicts(checked)]
+
+
+def drifted_report(hosts, drift):
+    """host -> "<stage>: <why>" for each stage that would run there by its own records, for the hosts where one
+    would: a settled host is not named."""
+    report = {}
+    for host in hosts:
+        checked = drift.get(host)
+        lines = (["%s: %s" % (name, reason) for name, run, reason in _own_verdicts(checked) if run] if checked
+                 else ["no drift check ran on this host"])
+        if lines:
+            report[host] = lines
+    return report
 
 
 def _own_verdict(name, host, drift, records_now):

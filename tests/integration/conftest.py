@@ -52,18 +52,17 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def drifted_stages(stdout: str) -> dict[str, list[str]]:
-    """host -> the stages playbooks/drift.yml would run there, each with what drifted."""
-    found: dict[str, list[str]] = {}
-    host = ""
-    for line in stdout.splitlines():
-        header = re.match(r"ok: \[([^\]]+)\] =>", line)
-        if header:
-            host = header.group(1)
+    """host -> the stages playbooks/drift.yml would run there, each with what drifted ("<stage>: <why>"), from the
+    drift check's one report (a run whose output holds no report fails the test)."""
+    lines = stdout.splitlines()
+    for at, line in enumerate(lines):
+        if not line.startswith("TASK [Show what drifted"):
             continue
-        stage = re.match(r'\s+"(\w+)\s+run\s+(.*?)",?$', line)
-        if host and stage:
-            found.setdefault(host, []).append(f"{stage.group(1)}: {stage.group(2)}")
-    return found
+        start = next(i for i in range(at + 1, len(lines)) if re.match(r"ok: \[[^\]]+\] => \{$", lines[i]))
+        end = lines.index("}", start)
+        msg = json.loads("\n".join(["{", *lines[start + 1:end], "}"]))["msg"]
+        return {} if msg == "nothing drifted on any host" else {host: list(why) for host, why in msg.items()}
+    raise AssertionError(f"no drift report in the run's output:\n{stdout[-3000:]}")
 
 
 def run_drift() -> subprocess.CompletedProcess:

@@ -26,6 +26,7 @@ from conftest import (
     SANDBOX,
     ansible_env,
     container,
+    drifted_stages,
     head_host,
     inventory_ips,
     node_ip,
@@ -238,7 +239,8 @@ def test_b_every_kind_of_drift_is_found_and_repaired_without_restarting_ray(head
     assert ran.get("firewall") == {WORKER2, HEAD}, ran
     assert ran.get("ssh_trust") == {HEAD, WORKER2}, ran
     assert "ray" not in ran and "nccl" not in ran and "ml" not in ran, ran
-    assert re.search(r"common\s+run\s+drifted: .*60-rayfleet.conf", proc.stdout), proc.stdout[-3000:]
+    assert any(re.match(r"common: drifted: .*60-rayfleet.conf", why) for why in drifted_stages(proc.stdout)[WORKER1]), (
+        proc.stdout[-3000:])
 
     # each item is back
     assert "77" not in sh(WORKER1, "cat /etc/sysctl.d/60-rayfleet.conf")
@@ -310,7 +312,9 @@ def test_d_drift_yml_reports_without_changing_anything(head):
                               capture_output=True, text=True, check=False, timeout=300)
         assert proc.returncode == 0, proc.stdout[-3000:]
         assert set(changed(proc).values()) == {0}
-        assert re.search(r"common\s+run\s+drifted: file:/etc/sysctl.d/60-rayfleet.conf", proc.stdout), proc.stdout
+        report = drifted_stages(proc.stdout)
+        assert list(report) == [WORKER1] and len(report[WORKER1]) == 1, report
+        assert report[WORKER1][0].startswith("common: drifted: file:/etc/sysctl.d/60-rayfleet.conf"), report
         assert "# by hand" in sh(WORKER1, "cat /etc/sysctl.d/60-rayfleet.conf")
     finally:
         site_ok()

@@ -9,7 +9,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils import stages
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.reach import ReachError, allowed, decide
 
 DOWN = {"unreachable": True, "msg": "Failed to connect to the host via ssh: No route to host"}
-UP = {"changed": False, "ansible_facts": {}}
+UP = {"changed": False, "ansible_facts": {"ansible_hostname": "h"}}
 
 
 @pytest.mark.parametrize(("policy", "hosts", "count"), [
@@ -48,6 +48,22 @@ def test_beyond_a_percentage_the_run_stops():
     assert len(decide(results, ["h"], "30%")["left_out"]) == 3
     with pytest.raises(ReachError, match="3 of 11 host"):
         decide(results, ["h"], "20%")
+
+
+def test_a_host_reached_whose_facts_were_not_read_stops_the_run_naming_it():
+    """The first contact runs with failed_when false: a host with no Python (or a become that is refused) comes back
+    not failed, with gather_facts' failed_modules and no facts."""
+    no_python = {"ansible_facts": {}, "failed": False, "failed_when_result": False, "changed": False,
+                 "msg": "The following modules failed to execute: ansible.legacy.setup.",
+                 "failed_modules": {"ansible.legacy.setup": {
+                     "failed": True, "rc": 127, "msg": "The module interpreter '/usr/bin/python3' was not found."}}}
+    with pytest.raises(ReachError) as exc:
+        decide({"h": UP, "w1": no_python, "w2": DOWN}, ["h"], 1)
+    assert str(exc.value) == ("reached, but the facts could not be read (become, Python?): w1 (The module "
+                              "interpreter '/usr/bin/python3' was not found.). Nothing was changed.")
+    # setup (not gather_facts): the module's own message
+    with pytest.raises(ReachError, match=r"w1 \(sudo: a password is required\)"):
+        decide({"h": UP, "w1": {"failed": False, "msg": "sudo: a password is required", "rc": 1}}, ["h"], 0)
 
 
 def test_the_head_is_never_optional():

@@ -532,6 +532,16 @@ def test_the_summary_says_per_stage_what_would_run_and_why():
 # ---- inputs ----
 
 
+def test_the_run_names_only_the_hosts_where_a_stage_drifted_and_why():
+    drift = {"h": _checked(common=CLEAN, ray=CLEAN),
+             "w1": _checked(common=dict(CLEAN, drifted=["file:/etc/sysctl.d/60-rayfleet.conf"]), ray=CLEAN),
+             "w2": _checked(common=CLEAN, ray=dict(CLEAN, inputs_changed=True))}
+    assert stages.drifted_report(["h", "w1", "w2", "w3"], drift) == {
+        "w1": ["common: drifted: file:/etc/sysctl.d/60-rayfleet.conf"], "w2": ["ray: its inputs changed"],
+        "w3": ["no drift check ran on this host"]}
+    assert stages.drifted_report(["h"], drift) == {}
+
+
 def test_inputs_digests_change_with_what_each_stage_reads():
     cluster = {"groups": {"ray_head": ["h"]}, "members": None}
     one = inputs_digests("code1", {"ray_num_cpus": 2}, {"kernel": "6.1"}, cluster)
