@@ -12,7 +12,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.converge_lock imp
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     NO_CALLBACK,
     callback_watching,
-    drift_summary,
     host_inputs,
     record_dir,
     renderer,
@@ -59,8 +58,6 @@ class ActionModule(ActionBase):
                                              task_vars=task_vars)
             found["lock"] = taken
         result.update(found)
-        if not result.get("failed"):
-            result["summary"] = drift_summary(result)
         if not callback_watching():
             result.setdefault("warnings", []).append(NO_CALLBACK)
         return result

@@ -822,12 +822,6 @@ def _own_verdicts(checked):
             yield (item.name, *_own_verdict(item.name, "host", {"host": checked}, records))
 
 
-def drift_summary(checked):
-    """One line per stage of a drift_check result: whether the stage would run on the host and why (this host's
-    records only; site.yml's gates also follow a stage that runs on the head)."""
-    return ["%-16s %-4s %s" % (name, "run" if run else "ok", reason) for name, run, reason in _own_verdicts(checked)]
-
-
 def drifted_report(hosts, drift):
     """host -> "<stage>: <why>" for each stage that would run there by its own records, for the hosts where one
     would: a settled host is not named."""

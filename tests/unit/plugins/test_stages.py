@@ -22,7 +22,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     UNIT_ACTIONS,
     UNRECORDED_ACTIONS,
     cluster_inputs,
-    drift_summary,
     inputs_digests,
     items_of_task_result,
     merge_items,
@@ -518,15 +517,13 @@ def test_an_unknown_stage_is_named():
         stage_verdict("rays", "w1", {}, {}, group_heads=[], play_hosts=[])
 
 
-def test_the_summary_says_per_stage_what_would_run_and_why():
+def test_the_report_says_why_a_stage_would_run_and_leaves_out_those_that_would_not():
     checked = _checked(common=CLEAN, ray=dict(CLEAN, drifted=["unit:ray-worker.service (running true -> false)"]))
-    lines = drift_summary(checked)
-    assert lines[0].split() == ["common", "ok", "nothing", "drifted"]
-    assert lines[1].startswith("ray") and "run" in lines[1] and "ray-worker.service" in lines[1]
-    # a node booted from a baked image, compared with the image's record
-    lines = drift_summary(_checked(common=dict(CLEAN, from_image=True), ray=dict(CLEAN, recorded=False)))
-    assert lines[0].split() == ["common", "ok", "nothing", "drifted", "(the", "image's", "record)"]
-    assert lines[1].split() == ["ray", "run", "no", "record", "of", "this", "stage"]
+    assert stages.drifted_report(["w1"], {"w1": checked}) == {
+        "w1": ["ray: drifted: unit:ray-worker.service (running true -> false)"]}
+    # a node booted from a baked image, compared with the image's record: settled where the image's record holds
+    booted = _checked(common=dict(CLEAN, from_image=True), ray=dict(CLEAN, recorded=False))
+    assert stages.drifted_report(["w1"], {"w1": booted}) == {"w1": ["ray: no record of this stage"]}
 
 
 # ---- inputs ----
