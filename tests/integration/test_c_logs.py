@@ -4,12 +4,24 @@ it by itself for a node whose Ray does not start, and names the archive in its f
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tarfile
 from pathlib import Path
 
-from conftest import ROOT, SANDBOX, ansible_env, inventory_ips, node_ip, ray_nodes, run_site, wait_for_cluster
+from conftest import (
+    CONTAINERS_CONF,
+    ROOT,
+    SANDBOX,
+    ansible_env,
+    container,
+    inventory_ips,
+    node_ip,
+    ray_nodes,
+    run_site,
+    wait_for_cluster,
+)
 
 testinfra_hosts = [f"ansible://{SANDBOX}-head"]
 
@@ -65,8 +77,24 @@ def test_a_node_whose_ray_does_not_start_brings_its_logs_and_names_them(host, re
         summary = (archive.parent / "summary.txt").read_text()
         assert summary.startswith(f"{worker}: ") and len(summary.strip().splitlines()) == 1, summary
     finally:
-        # systemd keeps the restarted unit running: the worker rejoins by itself, as a new node
-        wait_for_cluster(host, head_ip, sorted(ips.values()), timeout=120, exclude_ids=before)
-        # the ray stage stopped part way on the worker with other inputs: a whole run applies and records it again
-        again = run_site("--limit", worker)
-        assert again.returncode == 0, again.stdout[-3000:]
+        try:
+            # systemd keeps the restarted unit running: the worker rejoins by itself, as a new node
+            wait_for_cluster(host, head_ip, sorted(ips.values()), timeout=120, exclude_ids=before)
+        except BaseException:
+            # why it did not: its unit's journal and its admission's verdict
+            print(_worker_state(worker))
+            raise
+        finally:
+            # the ray stage stopped part way on the worker with other inputs: a whole run applies and records it
+            # again (also after a failed wait: the next module starts from a converged sandbox)
+            again = run_site("--limit", worker)
+            assert again.returncode == 0, again.stdout[-3000:]
+
+
+def _worker_state(worker: str) -> str:
+    """A worker's Ray unit journal and admission record, for a test that waited for it in vain."""
+    proc = subprocess.run(["podman", "exec", container(worker), "sh", "-c",
+                           "journalctl -u ray-worker --no-pager -n 60; cat /tmp/ray*/rayfleet-admission.json"],
+                          env=dict(os.environ, CONTAINERS_CONF=CONTAINERS_CONF), capture_output=True, text=True,
+                          check=False)
+    return proc.stdout[-5000:] + proc.stderr[-1000:]
