@@ -512,14 +512,9 @@ PLANS = {
 
 # ---- the variables of a plan ----
 
-_SPECS = {}
-
-
 def role_options(role):
     """{variable: its option} of every entry point of role's meta/argument_specs.yml (read once per process)."""
-    if role not in _SPECS:
-        _SPECS[role] = stage_role_options(os.path.dirname(ROLES_DIR), role)
-    return _SPECS[role]
+    return stage_role_options(os.path.dirname(ROLES_DIR), role)
 
 
 def plan_variables(role):

@@ -289,8 +289,10 @@ def collection_yaml(path):
         return yaml.load(handle, Loader=_YAML_LOADER)  # nosec B506 - a safe loader
 
 
+@functools.lru_cache(maxsize=None)
 def role_options(root, role):
-    """{variable: its option} of every entry point of role's meta/argument_specs.yml."""
+    """{variable: its option} of every entry point of role's meta/argument_specs.yml, once per process (shared: not
+    to be changed)."""
     specs = (collection_yaml(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) or {}).get(
         "argument_specs") or {}
     return {name: option for entry in specs.values() for name, option in (entry.get("options") or {}).items()}
