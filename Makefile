@@ -59,7 +59,8 @@ node-image: image venv wheels
 # dependencies for Debian 12's Python (3.11): those hosts install torch from the wheelhouse alone (pytorch_no_index).
 # pip takes it from a local mirror where one is configured (find-links), else from the index.
 TORCH_VERSION := $(shell sed -n 's/^pytorch_version: "\(.*\)"/\1/p' roles/pytorch/defaults/main.yml)
-# and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU), and Ray at the ray role's
+# and NVIDIA's NCCL wheel the sandbox pins (NCCL's library and bootstrap need no GPU), uv at the ray role's pinned
+# version (ray_installer uv installs with it), and Ray at the ray role's
 # pinned version with its extras, NVML bindings and dependencies, for the hosts' Python (Debian 12's 3.11, Ubuntu
 # 24.04's 3.12): the sandbox installs Ray from the wheelhouse alone (ray_pip_extra_args: --no-index), as an offline
 # site does, so N hosts do not download the same wheels N times.
@@ -67,6 +68,7 @@ NCCL_VERSION := $(shell sed -n 's/^nccl_wheel_version: "\(.*\)"/\1/p' inventorie
 RAY_VERSION := $(shell sed -n 's/^ray_version: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
 RAY_EXTRAS := $(shell sed -n 's/^ray_pip_extras: \[\(.*\)\]/\1/p' roles/ray/defaults/main.yml | tr -d ' ')
 NVML_PACKAGE := $(shell sed -n 's/^ray_nvml_package: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
+UV_VERSION := $(shell sed -n 's/^ray_uv_version: "\(.*\)"/\1/p' roles/ray/defaults/main.yml)
 HOST_PYTHONS := 3.11 3.12
 # and Ray Train's dependencies (the checkpoint store's, ray[train] at that version) for Python 3.11, installed from the
 # wheelhouse alone too (checkpoint_store_no_index, default pytorch_no_index).
@@ -97,6 +99,10 @@ wheels: venv
 	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
 	    --platform manylinux_2_18_$$(uname -m) -d .cache/wheels "nvidia-nccl-cu13==$(NCCL_VERSION)"
 	@ls .cache/wheels/nvidia_nccl_cu13-$(NCCL_VERSION)-*.whl
+	@ls .cache/wheels/uv-$(UV_VERSION)-*.whl >/dev/null 2>&1 || \
+	  pip download -q --no-deps --only-binary=:all: --python-version 3.11 $(MANYLINUX) -d .cache/wheels \
+	    "uv==$(UV_VERSION)"
+	@ls .cache/wheels/uv-$(UV_VERSION)-*.whl
 
 demo: deps venv image wheels
 	tools/sandbox.py up --name $(SANDBOX) --workers $(WORKERS) $(if $(SUBMIT),--submit) > /dev/null

@@ -77,6 +77,9 @@ venv:
     ray_version:
       description: The Ray distribution's version in the venv (empty when Ray is not installed).
       type: str
+    uv_version:
+      description: The version of uv in the venv (empty when it has none).
+      type: str
     requirements:
       description: The text of C(.rayfleet-requirements) in the venv (what the ray role installed), or C(null).
       type: str
@@ -109,11 +112,13 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-# Run with the venv's own python: its site-packages and Ray's version as that python sees them
+# Run with the venv's own python: its site-packages and the versions of Ray and uv as that python sees them
 VENV_SCRIPT = (
     "import json, sysconfig, importlib.metadata as m\n"
-    "try:\n    v = m.version('ray')\nexcept m.PackageNotFoundError:\n    v = ''\n"
-    "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], 'ray_version': v}))\n"
+    "def version(name):\n    try:\n        return m.version(name)\n    except m.PackageNotFoundError:\n"
+    "        return ''\n"
+    "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], 'ray_version': version('ray'),"
+    " 'uv_version': version('uv')}))\n"
 )
 
 
@@ -131,9 +136,9 @@ def _text(path):
 
 
 def venv_info(venv):
-    """The venv's python, site-packages, Ray version, recorded requirements and rayfleet.pth."""
+    """The venv's python, site-packages, Ray and uv versions, recorded requirements and rayfleet.pth."""
     python = os.path.join(venv, "bin", "python")
-    info = {"python": os.path.exists(python), "purelib": "", "ray_version": "",
+    info = {"python": os.path.exists(python), "purelib": "", "ray_version": "", "uv_version": "",
             "requirements": _text(os.path.join(venv, ".rayfleet-requirements")), "pth": None}
     if info["python"]:
         try:

@@ -383,6 +383,7 @@ SETTING_NAMES = (
     "ray_container_engine", "ray_container_image",
     "ray_container_image_archive", "ray_container_pull", "ray_container_python", "ray_container_shm_size_mb",
     "ray_container_gpus", "ray_container_nvidia_key_url", "ray_container_nvidia_key_fingerprint",
+    "ray_installer", "ray_uv_version",
 )
 # And the token's path (read with token authentication) and a worker's head address
 SETTING_VARS = ("ray_auth_token_path", "ray_head_address", *SETTING_NAMES)
@@ -511,6 +512,17 @@ def _dashboard_problems(v):
             for var in DASHBOARD_URL_VARS if not (v.get(var) == "" or http_url(v.get(var)))]
 
 
+def _installer_problems(v):
+    """(variable, expected) of what installs into the Ray venv."""
+    out = []
+    if not _one_of(v.get("ray_installer"), ("uv", "pip")):
+        out.append(("ray_installer", "uv or pip"))
+    elif v.get("ray_installer") == "uv" and version_tuple(v.get("ray_uv_version", "")) is None:
+        out.append(("ray_uv_version", "the uv release installed into the Ray venv (a PEP 440 version such as "
+                    "0.13.10), with ray_installer uv"))
+    return out
+
+
 def _gpu_list_problem(gpus, is_gpu_host):
     """What ray_container_gpus must be when it is wrong, else None."""
     expected = "all, or a list of this host's GPU indices or UUIDs (GPU-... or MIG-...), each once"
@@ -609,7 +621,8 @@ def _settings_problems(host, v, groups, role, *, is_file, is_dir):
     """The problems of the settings the plan checks but does not plan with: one per bad variable, naming it, its
     value and what was expected."""
     found = (_token_problems(v, is_dir) + _service_problems(v, role) + _preemption_problems(v)
-             + _dashboard_problems(v) + _container_problems(v, "gpu" in groups, is_file) + _membership_problems(v))
+             + _dashboard_problems(v) + _container_problems(v, "gpu" in groups, is_file) + _membership_problems(v)
+             + _installer_problems(v))
     return ["ray on %s: %s is %s; expected %s." % (host, var, _json(v.get(var)), expected) for var, expected in found]
 
 

@@ -188,6 +188,10 @@ COMMANDS_THAT_CHANGE = {
     "recorded",
     "ray/tasks/container_nvidia.yml: Configure docker's nvidia runtime": "stage_items",
     "ray/tasks/main.yml: Create the Ray venv": "the venv's pip packages are recorded (pip installs into it next)",
+    "ray/tasks/main.yml: Install Ray into its venv at version": "stage_items (Watch Ray in the stage record)",
+    "pytorch/tasks/main.yml: Install PyTorch into the Ray venv at": "stage_items (Watch torch in the stage record)",
+    "nccl/tasks/library.yml: Install the pinned NCCL wheel into the Ray venv at": "stage_items (Watch the pinned NCCL "
+    "wheel in the stage record)",
     "rocm/tasks/install.yml: Install the ROCm use cases": "stage_items",
     "shared_storage/tasks/efs_utils_build.yml: Build the package": "builds into a build directory; the package's "
     "install is recorded",

@@ -23,6 +23,9 @@ def venv(tmp_path_factory):
     info = Path(purelib) / "ray-2.60.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.60.0\n")
+    uv = Path(purelib) / "uv-0.13.10.dist-info"
+    uv.mkdir()
+    (uv / "METADATA").write_text("Metadata-Version: 2.1\nName: uv\nVersion: 0.13.10\n")
     (root / ".rayfleet-requirements").write_text("ray[default]==2.60.0\n")
     return root, purelib
 
@@ -45,6 +48,8 @@ def test_a_converged_node_reads_as_the_role_compares_it(venv, tmp_path):
     assert not out.failed and out.result["changed"] is False
     r = out.result
     assert r["venv"]["python"] and r["venv"]["ray_version"] == "2.60.0" and r["venv"]["purelib"] == purelib
+    # the installer the ray role put there (ray_installer: uv), which the roles after it install with too
+    assert r["venv"]["uv_version"] == "0.13.10"
     assert r["venv"]["requirements"] == "ray[default]==2.60.0\n" and r["venv"]["pth"] is None
     assert r["lib_sha1"] == {"raynode.py": hashlib.sha1(b"X = 1\n").hexdigest()}
     assert r["files"] == {str(nccl): nccl.read_text(), str(tmp_path / "none.json"): None}
@@ -69,7 +74,8 @@ def test_the_pth_is_read_from_the_venvs_site_packages(venv, tmp_path):
 def test_a_fresh_host_without_the_venv_reads_empty(tmp_path):
     r = run(ray_probe, {"venv": str(tmp_path / "venv"), "lib_dir": str(tmp_path / "lib"),
                         "exists": [str(tmp_path / "x")]}, check_mode=True).result
-    assert r["venv"] == {"python": False, "purelib": "", "ray_version": "", "requirements": None, "pth": None}
+    assert r["venv"] == {"python": False, "purelib": "", "ray_version": "", "uv_version": "", "requirements": None,
+                         "pth": None}
     assert r["lib_sha1"] == {} and r["files"] == {} and r["sha256"] == {}
     assert r["exists"] == {str(tmp_path / "x"): False}
 
@@ -80,4 +86,5 @@ def test_a_venv_without_ray_or_with_a_broken_python_reads_no_version(tmp_path):
     (broken / "bin/python").write_text("#!/bin/sh\nexit 3\n")
     (broken / "bin/python").chmod(0o755)
     r = run(ray_probe, {"venv": str(broken), "lib_dir": str(tmp_path)}).result
-    assert r["venv"]["python"] and r["venv"]["ray_version"] == "" and r["venv"]["purelib"] == ""
+    assert r["venv"]["python"] and r["venv"]["ray_version"] == "" and r["venv"]["uv_version"] == ""
+    assert r["venv"]["purelib"] == ""
