@@ -204,7 +204,7 @@ class ActionModule(ActionBase):
         values = {host: HostValues(self._templar, dict(hostvars.raw_get(host)), defaults, shared) for host in targets}
         members = [host for group in NODE_GROUPS for host in groups.get(group, [])]
         addresses = self._addresses(members, values, report)
-        self._groups, self._report, self._plans, self._member_memo = groups, report, {}, {}
+        self._groups, self._report, self._plans, self._cluster_plan = groups, report, {}, None
         self._members = {host: MemberView(hostvars, host, addresses[host]) for host in members}
         for host in targets:
             v = values[host]
@@ -299,8 +299,7 @@ class ActionModule(ActionBase):
         those the offline check sets itself); its problems reported."""
         values = {**v.pick(plan_variables(role)), **(overrides or {})}
         call = Call(host, values, given or {}, {"inventory_hostname": host, **task_vars},
-                    template=v.templar.template, role_default=lambda var: self._role_default(var, v),
-                    memo=self._member_memo)
+                    template=v.templar.template, role_default=lambda var: self._role_default(var, v))
         try:
             return run_plan(role, call)
         except PlanError as exc:
@@ -318,8 +317,13 @@ class ActionModule(ActionBase):
         common = {"groups": self._groups, "group_names": v.get("group_names", []),
                   "ansible_host": v.get("ansible_host"), "ansible_facts": facts}
         if role == "ray":
-            self._plans[host] = self._plan(role, host, v, {**common, "hostvars": self._members}, {"left_out": []},
-                                           overrides={"ray_node_ip": self._members[host]["ray_node_ip"]})
+            task_vars = {**common, "hostvars": self._members}
+            overrides = {"ray_node_ip": self._members[host]["ray_node_ip"]}
+            mine = self._plan(role, host, v, task_vars, overrides=overrides)["host"]
+            if self._cluster_plan is None:  # the same for every host, as a run's
+                self._cluster_plan = self._plan(role, host, v, task_vars, {"cluster": True, "left_out": []},
+                                                overrides=overrides)["cluster"]
+            self._plans[host] = {"host": mine, "cluster": self._cluster_plan}
         elif role == "ssh_trust":
             plan = self._ray_plan(host)
             passwords = {name: v.env[name] for name in PASSWORD_VARS if name in v.env}

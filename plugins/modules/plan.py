@@ -18,8 +18,10 @@ description:
   - Checks them and returns what the role's tasks read. Every problem found fails the task at once, each naming the
     role, the host, the variable, the bad value and what was expected, before anything changes on any host. Booleans
     are read as Ansible's C(bool) reads them.
-  - "C(ray): the host's Ray nodes (instances, slots, ports, units, paths, node names) in C(host) and the cluster's
-    members, expected nodes and addresses in C(cluster). C(firewall): the nftables tables, address sets and ports.
+  - "C(ray): the host's Ray nodes (instances, slots, ports, units, paths, node names) in C(host); with C(given)
+    C(cluster=true), once for a run, the cluster's members, expected nodes and addresses in C(cluster) instead
+    (the same for every host, so each host's plan costs the same at any cluster size). C(firewall): the nftables
+    tables, address sets and ports.
     C(ssh_trust): who holds the cluster key and the host certificate's principals. C(shared_storage): each mount's
     server, fstab source and options. C(nfs_server): the exports and their clients. C(monitoring): the listen
     addresses and the scrape targets. C(checkpoint_store): the store's URI and the shared directory's marker.
@@ -75,7 +77,7 @@ host:
   returned: success, with O(role=ray)
   type: dict
 cluster:
-  description: The ray role's plan of the cluster's members.
-  returned: success, with O(role=ray)
+  description: The ray role's plan of the cluster's members (the same whichever host plans it).
+  returned: success, with O(role=ray) and C(given) C(cluster=true)
   type: dict
 """

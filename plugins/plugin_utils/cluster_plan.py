@@ -912,7 +912,7 @@ def member_entry(host, hv):
             "nodes": expected_of(host, ip, names)}
 
 
-def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, gpu_hosts=(), memo=None, own=None):
+def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, gpu_hosts=()):
     """The cluster's members (head first), their IPs, and every node Ray must list alive (name -> inventory name).
 
     hostvars_of(host) -> that host's inventory variables and facts (ray_node_ip, ray_node_instances, ansible_host,
@@ -923,17 +923,11 @@ def cluster_members(head, workers, hostvars_of, left_out=(), *, networks=None, g
     addresses, and SSH trust's known_hosts is its certificate authority instead of the members' host keys
     (known_hosts empty), and the monitoring host discovers the exporters from Ray's node table (scrape empty): a
     member that joins or leaves changes no host's firewall, SSH trust, NFS exports or scrape targets.
-    gpu_hosts: the hosts of group gpu (the DCGM exporters the monitoring host scrapes with static membership).
-    memo: a dict the caller keeps across the plans of many hosts from the same variables (the offline inventory
-    check): each member's entry is computed once, but own's (the planning host's, whose values are its role's)."""
+    gpu_hosts: the hosts of group gpu (the DCGM exporters the monitoring host scrapes with static membership)."""
     members = list(head) + [w for w in workers if w not in head]
     ips, expected, awaited, addresses, known_hosts, monitoring = {}, {}, {}, {}, {}, {}
     for host in members:
-        entry = memo.get(host) if memo is not None and host != own else None
-        if entry is None:
-            entry = member_entry(host, hostvars_of(host))
-            if memo is not None and host != own:
-                memo[host] = entry
+        entry = member_entry(host, hostvars_of(host))
         monitoring[host], ips[host] = entry["monitoring"], entry["ip"]
         addresses[host], known_hosts[host] = entry["addresses"], entry["known_host"]
         expected.update(entry["nodes"])

@@ -273,8 +273,8 @@ def nfs_server_plan(host, v, cluster_addresses, os_family):
 def run_cluster_sources(host, plan_of, groups, hostvars_of):
     """Every address of every cluster host for an NFS server, and where they were read.
 
-    This run's cluster plan (the host's own when it is a cluster member, else the head's, as the stages' inputs read
-    it): plan_of(name) -> that host's registered cluster plan or None. A run without one at hand (limited to hosts
+    This run's cluster plan (the host's, else the head's, as the stages' inputs read it): plan_of(name) -> the
+    cluster plan registered for that host ({"cluster": ...}) or None. A run without one at hand (limited to hosts
     outside the cluster) computes the cluster's members from their inventory and facts with the cluster plan's own
     code: hostvars_of(name) -> that host's ray_node_ip, ray_node_instances and ansible_facts (and the head's
     ray_membership and ray_cluster_networks, where its inventory sets them: network membership's sources are the

@@ -36,7 +36,6 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cluster_plan impo
     cluster_members,
     cluster_networks,
     host_plan,
-    member_entry,
     member_ip,
 )
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.cuda_plan import CUDA_VARS, cuda_plan
@@ -87,8 +86,7 @@ class Call:
     v: the role's variables and the entry's reads, rendered as they are read; given: the task's ``given``;
     task_vars: the task's variables (groups, group_names, hostvars, ansible_facts, ansible_host, ansible_user);
     template: renders a value in the host's context; role_default: the ray role's default of a variable, rendered
-    (None: none); result: the task's result, for values reported even when the plan fails; memo: the other members'
-    entries, kept across the plans of many hosts (the cluster plan's)."""
+    (None: none); result: the task's result, for values reported even when the plan fails."""
 
     host: str
     v: Mapping
@@ -97,7 +95,6 @@ class Call:
     template: Callable = lambda value: value
     role_default: Callable = lambda var: None
     result: dict = field(default_factory=dict)
-    memo: dict | None = None
     _hostvars: dict = field(default_factory=dict, repr=False)
 
     def hostvars(self, name):
@@ -148,8 +145,8 @@ def _ray(call):
     v, host = call.v, call.host
     if call.given.get("node") is not None:  # the role's second call, once it has read the host
         return _ray_node(call, call.given["node"])
-    if call.given.get("members") is True:  # the run's one call: every member's entry
-        return _members(call)
+    if call.given.get("cluster") is True:  # the run's one call: the cluster section, the same for every host
+        return {"cluster": _cluster(call)}
     settings = {}
     for name in HOST_VARS:
         if name in HEALTH_VARS:
@@ -173,40 +170,28 @@ def _ray(call):
         settings["ray_head_shared"] = {var: _heads_value(call, heads[0], var) for var in CLUSTER_WIDE_VARS}
         settings["ray_head_name"] = heads[0]
     # the token's path and the image archive are the controller's (the plan runs there)
-    mine = host_plan(host, settings, call.task_vars.get("group_names", []), is_file=os.path.isfile,
-                     is_dir=os.path.isdir)
-
-    def hostvars_of(name):
-        if name != host:
-            return _member_vars(call.hostvars(name))
-        # this host's own values as the role sees them (with the role's defaults); its exporter settings as its
-        # inventory sets them, as every member's
-        monitoring = {key: call.hostvars(name).get(key) for key in MEMBER_MONITORING_VARS}
-        return {"ray_node_ip": mine["node_ip"], "ray_node_instances": settings["ray_node_instances"],
-                "ansible_host": call.task_vars.get("ansible_host"), "ray_cluster_name": settings["ray_cluster_name"],
-                "ansible_facts": call.task_vars.get("ansible_facts") or {}, **monitoring}
-
-    # the other members' entries: the run's (given members), else worked out here
-    memo = call.memo if call.memo is not None else dict(call.given.get("members") or {})
-    network = settings.get("ray_membership") == "network"
-    cluster = cluster_members(heads, groups.get("ray_worker", []), hostvars_of,
-                              left_out=call.given.get("left_out") or (),
-                              networks=cluster_networks(settings.get("ray_cluster_networks")) if network else None,
-                              gpu_hosts=groups.get("gpu", []), memo=memo, own=host)
-    return {"host": mine, "cluster": cluster}
+    return {"host": host_plan(host, settings, call.task_vars.get("group_names", []), is_file=os.path.isfile,
+                              is_dir=os.path.isdir)}
 
 
 def _member_vars(hv):
-    """A member's variables (hv: its hostvars) as the cluster plan reads another member's: as its inventory sets
+    """A member's variables (hv: its hostvars) as the cluster plan reads every member's: as its inventory sets
     them (no role's defaults)."""
     return {key: hv.get(key) for key in (*MEMBER_VARS, *MEMBER_MONITORING_VARS)}
 
 
-def _members(call):
-    """Every member's entry of the cluster plan, as any other member's plan reads it: worked out once for a run (a
-    run_once task), so that no host's plan reads the others' variables again."""
-    members = dict.fromkeys(list(call.groups.get("ray_head", [])) + list(call.groups.get("ray_worker", [])))
-    return {"members": {name: member_entry(name, _member_vars(call.hostvars(name))) for name in members}}
+def _cluster(call):
+    """The cluster section of the plan: every member's entry (address, nodes, known_hosts entry, exporter settings)
+    as its inventory and facts give it, worked out once for a run (a run_once task) and the same for every host. Its
+    membership mode and networks are the planning host's (cluster-wide: each worker's plan checks its own against
+    the head's)."""
+    groups = call.groups
+    network = call.v.get("ray_membership") == "network"
+    return cluster_members(groups.get("ray_head", []), groups.get("ray_worker", []),
+                           lambda name: _member_vars(call.hostvars(name)),
+                           left_out=call.given.get("left_out") or (),
+                           networks=cluster_networks(call.v.get("ray_cluster_networks")) if network else None,
+                           gpu_hosts=groups.get("gpu", []))
 
 
 # The share of a host's memory Ray gives its object store where it sets none (Ray's own default), and what a
@@ -373,8 +358,8 @@ def _nfs_server(call):
 
         def plan_of(name):
             if name == host:
-                return call.task_vars.get("__ray_plan_result")
-            return (hostvars.get(name) or {}).get("__ray_plan_result")
+                return call.task_vars.get("__ray_cluster_plan")
+            return (hostvars.get(name) or {}).get("__ray_cluster_plan")
 
         def hostvars_of(name):
             hv = hostvars.get(name) or {}
@@ -489,7 +474,7 @@ def _settings(role):
 
 
 PLANS = {
-    "ray": Plan(_ray, given=("left_out", "node", "members")),
+    "ray": Plan(_ray, given=("left_out", "node", "cluster")),
     "firewall": Plan(_firewall, reads=("ray_cluster_name", "nfs_server_enabled", "nfs_server_port",
                                        "nfs_server_extra_clients"),
                      given=("cluster_addresses", "ray_ports", "worker_port_range", "ip_local_port_range")),

@@ -384,9 +384,11 @@ RUN_ONLY_PLAN_KEYS = ("awaited_nodes", "left_out")
 # What the cluster plan holds for one stage alone: an input of the stages that name it (plan_inputs), not of every
 # stage that reads the cluster (the members' exporter settings are the monitoring host's scrape targets)
 NAMED_ONLY_PLAN_KEYS = ("scrape",)
-# The cluster plan: the ray role's plan tasks register it, and the drift check's play computes it for every member
-# before it compares the hosts with their records
-CLUSTER_PLAN = "__ray_plan_result"
+# The cluster plan: the ray role's plan tasks register it, and the drift check's play computes it before it compares
+# the hosts with their records: each member's own plan (host), and the cluster's (cluster), worked out once for the
+# run and registered for every host of the play
+HOST_PLAN = "__ray_plan_result"
+CLUSTER_PLAN = "__ray_cluster_plan"
 
 
 def cluster_inputs(groups, cluster):
@@ -487,16 +489,18 @@ def host_inputs(hostvars, host, groups, only=None, template=None):
         except Exception as exc:  # an undefined or broken template: its text and the error are the input
             values[key] = {"unrendered": plain(hostvars.raw_get(host).get(key)), "error": type(exc).__name__}
     facts = plain(mine.get("ansible_facts") or {})
-    # the cluster as this run planned it: a member's own plan (a run limited to some hosts plans those), else the
-    # head's (an NFS server or submit host outside the cluster)
-    plan = mine.get(CLUSTER_PLAN)
-    own = isinstance(plan, Mapping)
+    # the cluster as this run planned it (the host's, else the head's: a host outside the plan's play), and a
+    # member's own plan (a run limited to some hosts plans those)
     heads = groups.get("ray_head") or []
-    if not own and heads:
-        plan = hostvars[heads[0]].get(CLUSTER_PLAN)
-    if isinstance(plan, Mapping):
-        plan = {"host": plain(plan.get("host")), "cluster": plain(plan.get("cluster"))}
-    cluster = plan["cluster"] if isinstance(plan, Mapping) else None
+    host_plan = mine.get(HOST_PLAN)
+    own = isinstance(host_plan, Mapping)
+    cluster_plan = mine.get(CLUSTER_PLAN)
+    if not isinstance(cluster_plan, Mapping) and heads:
+        cluster_plan = hostvars[heads[0]].get(CLUSTER_PLAN)
+    cluster = plain(cluster_plan.get("cluster")) if isinstance(cluster_plan, Mapping) else None
+    plan = None
+    if own or cluster is not None:
+        plan = {"host": plain(host_plan.get("host")) if own else None, "cluster": cluster}
     files = {item.name: controller_files(item, mine, template, root) for item in these if item.files}
     return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, variables=variables,
                           plan=plan, own_plan=own, own_groups=mine.get("group_names") or [], files=files)

@@ -299,9 +299,10 @@ def test_a_worker_reaches_the_head_at_its_cluster_ip_unless_ray_head_address_nam
         head_address({}, heads=())
 
 
-def test_the_runs_members_read_once_give_every_host_the_plan_it_works_out_alone():
-    """The members' entries read once for the run (given members: true) and given to each host's plan leave its
-    plan as it is without them: the other members' as their inventories set them, its own as its role sees it."""
+def test_the_cluster_is_planned_once_for_the_run_and_is_the_same_whichever_member_plans_it():
+    """The cluster section (given cluster: true, a run_once task) reads every member as its inventory and facts set
+    it, the same from any member; a host's own plan holds its nodes alone, so it costs the same at any cluster
+    size."""
 
     def member(ip, key, **extra):
         return {"ray_node_ip": ip, "ansible_host": ip, "ansible_facts": {
@@ -311,15 +312,21 @@ def test_the_runs_members_read_once_give_every_host_the_plan_it_works_out_alone(
                 "node7": member("10.0.0.7", "node7", ray_node_instances=[{"name": "a"}])}
     task_vars = {"groups": {"ray_head": ["h"], "ray_worker": ["w1", "node7"]}, "hostvars": hostvars,
                  "group_names": ["ray_worker"], "ansible_facts": hostvars["node7"]["ansible_facts"]}
-    args = container(ray_node_ip="10.0.0.7", ray_head_address="", ray_node_instances=[{"name": "a"}, {"name": "b"}])
-    members = run_plan("ray", Call("node7", args, {"members": True}, task_vars))["members"]
-    assert sorted(members) == ["h", "node7", "w1"]
-    assert members["w1"]["monitoring"] == {"monitoring_node_exporter_port": 9200}
-    alone = run_plan("ray", Call("node7", args, {}, task_vars))
-    given = run_plan("ray", Call("node7", args, {"members": members}, task_vars))
-    assert given == alone
-    # its own entry is its role's (two instances), not its inventory's (one)
-    assert sorted(given["cluster"]["expected_nodes"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.7/a", "10.0.0.7/b"]
+    args = container(ray_node_ip="10.0.0.7", ray_head_address="", ray_node_instances=[{"name": "a"}])
+    cluster = run_plan("ray", Call("node7", args, {"cluster": True, "left_out": ["w1"]}, task_vars))
+    assert list(cluster) == ["cluster"]
+    cluster = cluster["cluster"]
+    from_head = run_plan("ray", Call("h", args, {"cluster": True, "left_out": ["w1"]},
+                                     {**task_vars, "group_names": ["ray_head"]}))["cluster"]
+    assert from_head == cluster
+    assert cluster["members"] == ["h", "w1", "node7"] and cluster["left_out"] == ["w1"]
+    assert cluster["scrape"]["monitoring"]["w1"] == {"monitoring_node_exporter_port": 9200}
+    assert sorted(cluster["expected_nodes"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.7/a"]
+    # the host that is left out keeps its nodes in the cluster's configuration, and the run does not wait for them
+    assert sorted(cluster["awaited_nodes"]) == ["10.0.0.1", "10.0.0.7/a"]
+    assert cluster["known_hosts"]["node7"] == {"names": ["node7", "10.0.0.7"], "key": "AAAAnode7"}
+    mine = run_plan("ray", Call("node7", args, {}, task_vars))
+    assert list(mine) == ["host"] and mine["host"]["node_ip"] == "10.0.0.7"
 
 
 class _Role:
@@ -410,7 +417,7 @@ def test_with_network_membership_the_clusters_sources_are_its_networks():
         task_vars = {"groups": {"ray_head": ["h"], "ray_worker": list(workers)},
                      "hostvars": {"h": facts, "w9": {"ansible_facts": {"all_ipv4_addresses": ["10.0.0.9"]}}},
                      "group_names": ["ray_worker"]}
-        return ray_plan({**required, **extra}, task_vars)["cluster"]
+        return run_plan("ray", Call("node7", {**required, **extra}, {"cluster": True}, task_vars))["cluster"]
 
     static = cluster(["node7"]), cluster(["node7", "w9"])
     assert [c["membership"] for c in static] == ["static", "static"]

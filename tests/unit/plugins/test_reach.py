@@ -107,14 +107,14 @@ def test_a_run_limited_to_a_worker_gives_it_the_same_stage_inputs_as_a_full_run(
                "sources": ["10.0.0.1", "10.0.0.2"], "awaited_nodes": {}, "left_out": []}
     groups = {"ray_head": ["h"], "ray_worker": ["w"]}
     worker = {"group_names": ["ray_worker"], "firewall_enabled": True}
-    full = HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": {"cluster": cluster}},
-                    w=dict(worker, __ray_plan_result={"cluster": cluster}))
-    limited = HostVars(h={"group_names": ["ray_head"]}, w=dict(worker, __ray_plan_result={"cluster": cluster}))
+    full = HostVars(h={"group_names": ["ray_head"], "__ray_cluster_plan": {"cluster": cluster}},
+                    w=dict(worker, __ray_cluster_plan={"cluster": cluster}))
+    limited = HostVars(h={"group_names": ["ray_head"]}, w=dict(worker, __ray_cluster_plan={"cluster": cluster}))
     outside = HostVars(h=full["h"], w=worker)  # a host with no plan of its own reads the head's
     assert stages.host_inputs(limited, "w", groups) == stages.host_inputs(full, "w", groups)
     assert stages.host_inputs(outside, "w", groups) == stages.host_inputs(full, "w", groups)
     # a member's addresses are an input of the stages that name them
-    moved = HostVars(h=full["h"], w=dict(worker, __ray_plan_result={"cluster": dict(cluster, sources=["10.0.0.9"])}))
+    moved = HostVars(h=full["h"], w=dict(worker, __ray_cluster_plan={"cluster": dict(cluster, sources=["10.0.0.9"])}))
     changed = stages.host_inputs(moved, "w", groups)
     assert changed["firewall"] != stages.host_inputs(full, "w", groups)["firewall"]
     assert changed["common"] == stages.host_inputs(full, "w", groups)["common"]

@@ -188,7 +188,7 @@ COMMANDS_THAT_CHANGE = {
     "recorded",
     "ray/tasks/container_nvidia.yml: Configure docker's nvidia runtime": "stage_items",
     "ray/tasks/main.yml: Create the Ray venv": "the venv's pip packages are recorded (pip installs into it next)",
-    "ray/tasks/main.yml: Install Ray into its venv at version": "stage_items (Watch Ray in the stage record)",
+    "ray/tasks/main.yml: Install Ray into its venv at version": "stage_items (Watch Ray and uv in the stage record)",
     "pytorch/tasks/main.yml: Install PyTorch into the Ray venv at": "stage_items (Watch torch in the stage record)",
     "nccl/tasks/library.yml: Install the pinned NCCL wheel into the Ray venv at": "stage_items (Watch the pinned NCCL "
     "wheel in the stage record)",
@@ -622,6 +622,12 @@ def _plan(host, role, ip, variables, hostvars_of, workers=("w",), networks=None)
             "cluster": cluster_members(["h"], list(workers), hostvars_of, networks=networks)}
 
 
+def _registered(plan):
+    """The host's plan and the run's cluster plan as the ray role's plan tasks register them."""
+    return {"__ray_plan_result": {"changed": False, "host": plan["host"]},
+            "__ray_cluster_plan": {"changed": False, "cluster": plan["cluster"]}}
+
+
 def _inputs(**variables):
     """host_inputs of a worker in group gpu with these variables, its cluster plan computed from them, on the
     collection as it is."""
@@ -633,9 +639,9 @@ def _inputs(**variables):
                 "ansible_facts": {}}
 
     worker = {"group_names": ["ray_worker", "gpu"], **variables,
-              "__ray_plan_result": _plan("w", "worker", ips["w"], ray, hostvars_of)}
-    hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": _plan("h", "head", ips["h"], {},
-                                                                                    hostvars_of)}, w=worker)
+              **_registered(_plan("w", "worker", ips["w"], ray, hostvars_of))}
+    hostvars = _HostVars(h={"group_names": ["ray_head"], **_registered(_plan("h", "head", ips["h"], {}, hostvars_of))},
+                         w=worker)
     return stages.host_inputs(hostvars, "w", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
 
 
@@ -727,7 +733,8 @@ def test_the_stage_table_declares_every_variable_and_plan_key_the_stages_files_n
     included = set()
     for text in texts.values():
         named |= set(re.findall(r"(?<![\w.])\w+", text)) & known
-        plan_keys |= {".".join(found) for found in re.findall(r"__ray_plan_result\.(host|cluster)\.(\w+)", text)}
+        plan_keys |= {".".join(found) for found in re.findall(r"__ray_plan_result\.(host)\.(\w+)", text)}
+        plan_keys |= {".".join(found) for found in re.findall(r"__ray_cluster_plan\.(cluster)\.(\w+)", text)}
         included |= set(re.findall(r"rayfleet\.cluster\.(\w+)", text)) & {p.name for p in (ROOT / "roles").iterdir()}
     variables = stages.stage_variables(str(ROOT))[stage.name]
     assert sorted(named - variables - stages.RUN_OPTIONS) == [], stage.name
@@ -773,8 +780,8 @@ def test_a_gpu_members_exporter_port_is_an_input_of_the_monitoring_host_only():
                               "gpu_hosts": ["w"]},
                    "awaited_nodes": {}, "left_out": []}
         plan = {"host": {"node_ip": "10.0.0.1", "instances": [{"temp_dir": "/tmp/ray"}]}, "cluster": cluster}
-        hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": plan},
-                             w={"group_names": ["ray_worker", "gpu"], "__ray_plan_result": plan})
+        hostvars = _HostVars(h={"group_names": ["ray_head"], **_registered(plan)},
+                             w={"group_names": ["ray_worker", "gpu"], **_registered(plan)})
         return stages.host_inputs(hostvars, "h", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
 
     before, after = head_inputs({}), head_inputs({"monitoring_dcgm_exporter_port": 9500})
@@ -793,7 +800,7 @@ def test_the_heads_cluster_name_is_an_input_of_the_submit_host():
 
         plan = _plan("h", "head", ips["h"], {"ray_cluster_name": head_name}, hostvars_of)
         assert plan["cluster"]["cluster_name"] == head_name
-        hostvars = _HostVars(h={"group_names": ["ray_head"], "ray_cluster_name": head_name, "__ray_plan_result": plan},
+        hostvars = _HostVars(h={"group_names": ["ray_head"], "ray_cluster_name": head_name, **_registered(plan)},
                              s={"group_names": ["ray_submit"]})
         return stages.host_inputs(hostvars, "s", {"ray_head": ["h"], "ray_worker": ["w"], "ray_submit": ["s"]})
 
@@ -814,8 +821,8 @@ def test_a_reinstalled_members_host_key_runs_ssh_trust_and_not_ray_the_firewall_
             return {"ray_node_ip": ips[name], "ansible_facts": facts[name]}
 
         plan = _plan("h", "head", "10.0.0.1", {}, hostvars_of)
-        hostvars = _HostVars(h={"group_names": ["ray_head"], "__ray_plan_result": plan},
-                             w={"group_names": ["ray_worker", "gpu"], "__ray_plan_result": plan})
+        hostvars = _HostVars(h={"group_names": ["ray_head"], **_registered(plan)},
+                             w={"group_names": ["ray_worker", "gpu"], **_registered(plan)})
         return stages.host_inputs(hostvars, "h", {"ray_head": ["h"], "ray_worker": ["w"], "gpu": ["w"]})
 
     ips = {"h": "10.0.0.1", "w": "10.0.0.2"}
@@ -1173,7 +1180,7 @@ def test_a_host_that_joins_a_cluster_with_network_membership_changes_no_stage_of
             role = "head" if name == "h" else "worker"
             plan = _plan(name, role, ips[name], variables, hostvars_of, workers, networks)
             hostvars[name] = {"group_names": ["ray_head", "nfs_server"] if name == "h" else ["ray_worker", "gpu"],
-                              "__ray_plan_result": plan, **variables}
+                              **_registered(plan), **variables}
         return stages.host_inputs(hostvars, host, groups)
 
     for host in ("h", "w1"):
