@@ -214,10 +214,14 @@ while sum(node["Alive"] for node in ray.nodes()) < %d:
 """
 
 
+# What rayfleet installs with, not what the cluster runs: the hand floor installs with pip, as a person does
+INSTALLERS = ("uv",)
+
+
 def install_list(records: list[dict], ray_requirements: str) -> tuple[list[str], list[str]]:
     """(apt packages as name=version, pip requirements) a first site.yml installed on a host: the packages and Ray
-    venv packages its stage records hold at the versions recorded, Ray itself as the ray role asked for it (with its
-    extras)."""
+    venv packages its stage records hold at the versions recorded (not its installer, uv), Ray itself as the ray role
+    asked for it (with its extras)."""
     apt, pip = {}, {}
     for record in records:
         state = record.get("state") or {}
@@ -226,7 +230,8 @@ def install_list(records: list[dict], ray_requirements: str) -> tuple[list[str],
                               else f"{item['kind']}:{item.get('name')}")
             if item["kind"] == "package" and isinstance(found, dict) and found.get("version"):
                 apt[item["name"]] = f"{item['name']}={found['version']}"
-            elif item["kind"] == "pip" and item["venv"] == VENV and isinstance(found, str) and found:
+            elif (item["kind"] == "pip" and item["venv"] == VENV and isinstance(found, str) and found
+                  and item["name"] not in INSTALLERS):
                 pip[item["name"]] = f"{item['name']}=={found}"
     for text in ray_requirements.splitlines():
         line = text.strip()

@@ -20,13 +20,16 @@ def test_the_hand_floor_installs_the_recorded_packages_and_the_ray_roles_require
          "state": {"package:chrony": {"version": "4.3-2+deb12u1", "status": "installed"}, "package:gone": None,
                    "file:/etc/x": {"sha1": "0"}}},
         {"stage": "ray", "items": [{"kind": "pip", "venv": VENV, "name": "ray"},
+                                   {"kind": "pip", "venv": VENV, "name": "uv"},
                                    {"kind": "package", "name": "python3-venv"}],
-         "state": {f"pip:{VENV}:ray": "2.60.0", "package:python3-venv": {"version": "3.11.2-1+b1"}}},
+         "state": {f"pip:{VENV}:ray": "2.60.0", f"pip:{VENV}:uv": "0.13.10",
+                   "package:python3-venv": {"version": "3.11.2-1+b1"}}},
         {"stage": "ml", "items": [{"kind": "pip", "venv": VENV, "name": "torch"},
                                   {"kind": "pip", "venv": "/opt/other", "name": "numpy"}],
          "state": {f"pip:{VENV}:torch": "2.13.0+cpu", "pip:/opt/other:numpy": "2.0.0"}},
     ]
     apt, pip = bench_converge.install_list(records, "ray[default]==2.60.0\nnvidia-ml-py==13.0\nargs: \n")
     assert apt == ["chrony=4.3-2+deb12u1", "python3-venv=3.11.2-1+b1"]
-    # Ray with the extras the role asked for, not its bare recorded name; another venv's packages are not Ray's
+    # Ray with the extras the role asked for, not its bare recorded name; another venv's packages are not Ray's, and
+    # uv, what the roles install with, is no package of the hand install
     assert pip == ["nvidia-ml-py==13.0", "ray[default]==2.60.0", "torch==2.13.0+cpu"]
