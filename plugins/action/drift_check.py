@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright: (c) 2026, rayfleet authors
-"""Action of rayfleet.cluster.drift_check: each stage's inputs digest computed on the controller, then one module
-call compares the host with its stage records (on the head, taking the converge lock in the same call)."""
+"""Action of rayfleet.cluster.drift_check: one module call reads the host's stage records and the state of their items,
+gathers its facts and, on the head, takes the converge lock. The stages' inputs digests are compared with the
+records' on the controller afterwards (rayfleet.cluster.stage_gate), once the cluster is planned from those facts."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.converge_lock imp
 from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     NO_CALLBACK,
     callback_watching,
-    host_inputs,
     record_dir,
-    renderer,
+    stages_of,
     upstream_views,
 )
 
@@ -22,7 +22,7 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("directory", "lock"))
+    _VALID_ARGS = frozenset(("directory", "lock", "gather_subset"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -34,9 +34,11 @@ class ActionModule(ActionBase):
         except ValueError as exc:
             result.update(failed=True, msg="drift_check on %s: %s" % (host, exc))
             return result
-        inputs = host_inputs(task_vars["hostvars"], host, task_vars.get("groups", {}), template=renderer(self._templar))
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
-        module_args = {"stages": inputs, "directory": directory, "views": upstream_views()}
+        # null digests: the items only; the inputs are compared on the controller once the cluster is planned
+        names = {item.name: None for item in stages_of(task_vars.get("group_names") or [])}
+        subset = list(self._task.args.get("gather_subset") or [])
+        module_args = {"stages": names, "directory": directory, "views": upstream_views(), "gather_subset": subset}
         acquire = None
         if lock:
             acquire = Acquire(lambda args: self._execute_module(module_name=MODULE, module_args=args,
@@ -54,10 +56,16 @@ class ActionModule(ActionBase):
             if first.get("lock") == "busy":
                 # another run held the lock while the records were read: read them again under this run's lock
                 module_args.pop("lock_owner")
-                found = self._execute_module(module_name="rayfleet.cluster.drift_check", module_args=module_args,
-                                             task_vars=task_vars)
+                facts = found.get("ansible_facts")
+                found = self._execute_module(module_name="rayfleet.cluster.drift_check",
+                                             module_args=dict(module_args, gather_subset=[]), task_vars=task_vars)
+                if facts is not None:
+                    found["ansible_facts"] = facts
             found["lock"] = taken
         result.update(found)
+        if subset and isinstance(result.get("ansible_facts"), dict):
+            # as ansible.builtin.gather_facts: the facts are gathered, so a later play (gathering = smart) keeps them
+            result["ansible_facts"]["_ansible_facts_gathered"] = True
         if not callback_watching():
             result.setdefault("warnings", []).append(NO_CALLBACK)
         return result

@@ -15,7 +15,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _supports_check_mode = True
-    _VALID_ARGS = frozenset(("max_unreachable", "policy_var"))
+    _VALID_ARGS = frozenset(("max_unreachable", "policy_var", "reach_var"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -23,13 +23,19 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         hostvars = task_vars.get("hostvars", {})
         hosts = task_vars.get("ansible_play_hosts_all") or []
+        reach_var = self._task.args.get("reach_var") or REACH_VAR
         results = {}
         for host in hosts:
             try:
-                reach = hostvars[host].get(REACH_VAR)
+                reach = hostvars[host].get(reach_var)
             except KeyError:
                 reach = None
             results[host] = dict(reach) if hasattr(reach, "keys") else {}
+            lock = results[host].get("lock")
+            if isinstance(lock, dict) and lock.get("failed"):
+                # the head refused this run the converge lock (drift_check's first contact): nothing changed
+                result.update(failed=True, msg="%s Nothing was changed." % results[host].get("msg", lock.get("msg")))
+                return result
         policy_var = self._task.args.get("policy_var") or POLICY_VAR
         try:
             verdict = decide(results, list(task_vars.get("groups", {}).get("ray_head") or []),
@@ -38,4 +44,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         result.update(changed=False, policy_var=policy_var, **verdict)
+        if verdict["left_out"]:
+            result["warnings"] = ["%s is unreachable and left out of this run (%s %s): %s" % (
+                host, policy_var, self._task.args.get("max_unreachable", 0), error)
+                for host, error in verdict["left_out"].items()]
         return result

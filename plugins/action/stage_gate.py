@@ -16,12 +16,16 @@ from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import (
     VALIDATE,
     StageError,
     drifted_report,
+    host_inputs,
+    inputs_changed,
+    renderer,
     roles_to_check,
     running_stages,
     stage,
     stage_groups,
     stage_verdict,
     supersedes_record,
+    with_inputs,
 )
 
 
@@ -85,8 +89,11 @@ class ActionModule(ActionBase):
                 read[other] = hostvars.get(other, {})
             return read[other]
 
+        # the stages whose inputs changed, per host: compared once for the run by the selection (below)
+        compared = dict((_result(task_vars.get("__rayfleet_select")) or {}).get("inputs_changed") or {})
+
         def drift_of(other):
-            return _result(variables(other).get("__rayfleet_drift"))
+            return with_inputs(_result(variables(other).get("__rayfleet_drift")), compared.get(other))
 
         def records_of(other):
             # the records as the drift check read them, updated by the stages that ran on the host in this run
@@ -106,10 +113,11 @@ class ActionModule(ActionBase):
             # once for the run (run_once): every host of the play, by the groups site.yml's stage plays target
             inventory = task_vars.get("groups") or {}
             live = list(task_vars.get("ansible_play_hosts") or [host])
+            compared.update(self._compare_inputs(live, variables, hostvars, inventory))
             host_groups = {other: [group for group, members in inventory.items() if other in members]
                            for other in live}
             result.update(changed=False, stage=name, drifted=drifted_report(live, drift), groups=stage_groups(
-                drift, records_now, group_heads=heads, full=full, host_groups=host_groups))
+                drift, records_now, group_heads=heads, full=full, host_groups=host_groups), inputs_changed=compared)
             return result
         run, reason = stage_verdict(name, host, drift, records_now, group_heads=heads, play_hosts=play_hosts,
                                     full=full)
@@ -129,3 +137,16 @@ class ActionModule(ActionBase):
         result.update(changed=False, stage=name, run=run, skip=not run, msg="%s: %s" % (
             "runs" if run else "skipped", reason), drifted_items=list(own.get("drifted_items") or []))
         return result
+
+    def _compare_inputs(self, hosts, variables, hostvars, groups):
+        """{host: the stages whose inputs changed} for the hosts a drift check reached: each stage's inputs digest
+        now (the host's variables, facts and plan) against its record's."""
+        out = {}
+        for other in hosts:
+            found = _result(variables(other).get("__rayfleet_drift"))
+            if not found or not found.get("stages"):
+                continue
+            # a role default naming a controller file is rendered with that host's variables
+            templar = self._templar.copy_with_new_env(available_variables=variables(other))
+            out[other] = inputs_changed(found, host_inputs(hostvars, other, groups, template=renderer(templar)))
+        return out

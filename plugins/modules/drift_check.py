@@ -16,8 +16,11 @@ description:
     groups, kernel modules, nftables tables) in a few commands for all of them, and compares.
   - For each stage in O(stages) it returns whether the host has a record, whether the stage's inputs digest
     changed, and which items drifted, each named with what changed.
-  - Changes nothing. Its action plugin computes the inputs digests on the controller; site.yml runs it before the
-    stages, and each stage then runs only where something drifted or an input changed.
+  - With O(gather_subset), it gathers the host's facts in the same round trip, as M(ansible.builtin.setup) does,
+    so a converge's first contact with a host costs one module call.
+  - Changes nothing. C(site.yml) runs it first, with null digests, as the stages' inputs need the cluster's plan,
+    which needs the facts; M(rayfleet.cluster.stage_gate) compares each record's RV(stages.inputs) with the inputs
+    digest on the controller afterwards. Each stage then runs only where something drifted or an input changed.
 author:
   - rayfleet authors (@rayfleet)
 options:
@@ -27,6 +30,14 @@ options:
         the items only.
     type: dict
     required: true
+  gather_subset:
+    description:
+      - The facts to gather in this round trip, as M(ansible.builtin.setup)'s
+        O(ansible.builtin.setup#module:gather_subset) takes them (C([min, network, virtual])). Empty, none are
+        gathered.
+    type: list
+    elements: str
+    default: []
   views:
     description:
       - "What stages read of the records of their upstream stages, C(<stage>:<kind>[,<kind>]) (C(ray:pip), the
@@ -97,8 +108,13 @@ stages:
       description: Whether the host has a record of the stage.
       type: bool
     inputs_changed:
-      description: Whether the inputs digest differs from the recorded one (null without a record).
+      description:
+        - Whether the inputs digest differs from the recorded one (null without a record; false where O(stages)
+          gives no digest).
       type: bool
+    inputs:
+      description: The inputs digest the record holds (null without a record).
+      type: str
     drifted:
       description: The items whose state differs from the record, each with what changed.
       type: list
@@ -122,6 +138,7 @@ stages:
     ray:
       recorded: true
       inputs_changed: false
+      inputs: "77c0..."
       drifted: ["file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"]
       drifted_items: ["file:/etc/rayfleet/ray-worker.json"]
       upstream: {nccl: "5b0c..."}
@@ -146,6 +163,10 @@ items:
   description: How many items the records name.
   returned: always
   type: int
+ansible_facts:
+  description: The host's facts, as M(ansible.builtin.setup) returns them, with O(gather_subset).
+  returned: when O(gather_subset) is not empty
+  type: dict
 lock:
   description:
     - What taking the converge lock found or did, as M(rayfleet.cluster.converge_lock) returns it
@@ -157,6 +178,9 @@ lock:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.collector import CollectorNotFoundError, CycleFoundInFactDeps, UnresolvedFactDep
+from ansible.module_utils.facts.namespace import PrefixFactNamespace
 from ansible_collections.rayfleet.cluster.plugins.module_utils.converge_lock import LOCK_PATH, take_on_host
 from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state import (
     IMAGE_RECORD_DIR,
@@ -177,6 +201,7 @@ def build_module():
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
             image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
             views=dict(type="list", elements="str", default=[]),
+            gather_subset=dict(type="list", elements="str", default=[]),
             lock=dict(type="dict", options=dict(
                 take=dict(type="bool", default=False),
                 wait=dict(type="int", default=0),
@@ -190,9 +215,28 @@ def build_module():
     )
 
 
+# what ansible.builtin.setup gathers whatever the subset names
+MINIMAL_SUBSET = frozenset(("apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+                            "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"))
+
+
+def gather_facts(module, subset):
+    """The host's facts for subset, collected as ansible.builtin.setup collects them."""
+    try:
+        collector = ansible_collector.get_ansible_collector(
+            all_collector_classes=default_collectors.collectors,
+            namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+            filter_spec=[], gather_subset=subset, gather_timeout=10, minimal_gather_subset=MINIMAL_SUBSET)
+    except (TypeError, CollectorNotFoundError, CycleFoundInFactDeps, UnresolvedFactDep) as exc:  # a bad subset
+        module.fail_json(msg="gather_subset %s: %s" % (subset, exc))
+    return collector.collect(module=module)
+
+
 def main():
     module = build_module()
     taken = {}
+    if module.params["gather_subset"]:
+        taken["ansible_facts"] = gather_facts(module, module.params["gather_subset"])
     if module.params["lock_owner"]:
         taken["lock"] = take_on_host(module.params["lock_path"], module.params["lock_owner"],
                                      check_mode=module.check_mode)

@@ -12,13 +12,17 @@ short_description: Decide which unreachable hosts a run leaves out, and whether 
 version_added: "0.1.0"
 description:
   - Runs on the controller only (an action plugin), once per play; nothing is sent to the hosts.
-  - Reads each play host's first contact of the run, registered as C(__rayfleet_reach) by an C(ansible.builtin.setup)
-    task with C(ignore_unreachable=true), and lists the unreachable hosts with their errors.
+  - Reads each play host's first contact of the run, registered (O(reach_var)) by an C(ansible.builtin.setup) or
+    M(rayfleet.cluster.drift_check) task with C(ignore_unreachable=true), and lists the unreachable hosts with their
+    errors.
   - Fails, naming every unreachable host and its error, when the head (group C(ray_head)) is unreachable, or when
-    more hosts are unreachable than O(max_unreachable) allows; otherwise returns them in RV(left_out), for the play
-    to leave them out of the run (C(site.yml) fails them, so they are named in the recap and the run exits non-zero).
+    more hosts are unreachable than O(max_unreachable) allows; otherwise returns them in RV(left_out) and names each
+    in a warning. Where the first contact ran without C(ignore_unreachable) (C(site.yml)), Ansible has already taken
+    them out of the play, the recap counts them unreachable and the run exits non-zero.
   - Fails, naming each host and its error, when a host was reached but its facts were not read (no Python, become
     refused). The first contact runs with C(failed_when=false), so such a host is not failed yet.
+  - Fails with the converge lock's message when the first contact was refused the lock on the head
+    (M(rayfleet.cluster.drift_check) in C(site.yml)).
   - Hosts left out keep their place in the cluster's configuration; the cluster plan reads their last known facts.
 author:
   - rayfleet authors (@rayfleet)
@@ -34,16 +38,19 @@ options:
     description: The variable that set O(max_unreachable), named in the messages.
     type: str
     default: rayfleet_max_unreachable
+  reach_var:
+    description: The variable the first contact was registered as.
+    type: str
+    default: __rayfleet_reach
 extends_documentation_fragment:
   - rayfleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""
-- name: Reach every host (an unreachable one is listed, not fatal yet)
+- name: Reach every host (an unreachable one leaves the play, not fatal yet)
   ansible.builtin.setup:
     gather_subset: [min, network]
   register: __rayfleet_reach
-  ignore_unreachable: true
   any_errors_fatal: false
 
 - name: Check the unreachable hosts against the policy
@@ -51,12 +58,6 @@ EXAMPLES = r"""
     max_unreachable: "{{ rayfleet_max_unreachable | default(0) }}"
   register: __rayfleet_reach_policy
   run_once: true
-
-- name: Leave the unreachable hosts out of the run
-  ansible.builtin.fail:
-    msg: "{{ inventory_hostname }} is unreachable: {{ __rayfleet_reach_policy.left_out[inventory_hostname] }}"
-  when: inventory_hostname in __rayfleet_reach_policy.left_out
-  any_errors_fatal: false
 """
 
 RETURN = r"""

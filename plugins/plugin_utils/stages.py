@@ -506,6 +506,24 @@ def host_inputs(hostvars, host, groups, only=None, template=None):
                           plan=plan, own_plan=own, own_groups=mine.get("group_names") or [], files=files)
 
 
+def inputs_changed(found, digests):
+    """The stages of a drift check's result (found: rayfleet.cluster.drift_check's) whose record holds inputs other
+    than digests ({stage: the inputs digest now}, from host_inputs)."""
+    return sorted(name for name, verdict in ((found or {}).get("stages") or {}).items()
+                  if verdict.get("recorded") and verdict.get("inputs") != digests.get(name))
+
+
+def with_inputs(found, changed):
+    """found (a drift check's result) with each recorded stage's inputs_changed set from changed (the stages whose
+    inputs changed, from inputs_changed; None where they were not compared: then every recorded stage counts as
+    changed, as a stage that runs once too often is harmless and one that misses a change is not)."""
+    if not isinstance(found, Mapping) or not found.get("stages"):
+        return found
+    stages = {name: dict(verdict, inputs_changed=changed is None or name in changed) if verdict.get("recorded")
+              else verdict for name, verdict in found["stages"].items()}
+    return dict(found, stages=stages)
+
+
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, variables=None, plan=None, own_plan=True,
                    own_groups=(), files=None, now=None):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest

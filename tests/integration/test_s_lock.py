@@ -22,7 +22,7 @@ HEAD = f"{SANDBOX}-head"
 LOCK = "/var/lib/rayfleet/converge.lock"
 DRIFTED = "/etc/sysctl.d/60-rayfleet.conf"
 BUSY = "Another run is converging this cluster"
-LOCK_TASK = "Compare the host with its stage records (one round trip; on the head, the converge lock is taken in it)"
+LOCK_TASK = "Reach every host, and compare it with its stage records (facts, records, the head's converge lock)"
 
 
 def start_site(*args: str) -> subprocess.Popen:

@@ -280,3 +280,67 @@ def test_the_copy_beside_the_playbooks_stands_aside_for_the_configured_callback(
     cb = module.CallbackModule()
     # Ansible never calls a disabled callback, and it made no spool the workers would find
     assert cb.disabled and SPOOL_ENV not in os.environ
+
+
+def test_the_selection_compares_each_hosts_inputs_once_and_the_gates_use_it(monkeypatch):
+    """The drift check reads the records with no digests (the plan needs the facts it gathers); the selection then
+    compares each host's inputs now with its records', and every later gate of the run reads that comparison."""
+    from ansible_collections.rayfleet.cluster.plugins.action import stage_gate
+    from ansible_collections.rayfleet.cluster.plugins.action.stage_gate import ActionModule
+
+    now = {"h1": {"common": "c1", "ray": "r2"}, "w1": {"common": "c1", "ray": "r1"}}
+    asked = []
+
+    def inputs_now(hostvars, host, groups, template=None):
+        asked.append(host)
+        return now[host]
+
+    monkeypatch.setattr(stage_gate, "host_inputs", inputs_now)
+    monkeypatch.setattr(stage_gate, "renderer", lambda templar: None)
+    recorded = {"recorded": True, "inputs_changed": False, "drifted": [], "drifted_items": [], "upstream": {},
+                "digest": "d"}
+    drift = {"stages": {"common": dict(recorded, inputs="c1"), "ray": dict(recorded, inputs="r1")},
+             "records": {"common": "d", "ray": "d"}}
+    groups = {"ray_head": ["h1"], "ray_worker": ["w1"]}
+    hostvars = {host: {"inventory_hostname": host, "group_names": [group], "__rayfleet_drift": drift}
+                for group, (host,) in groups.items()}
+
+    def run(stage, host, **extra):
+        task = SimpleNamespace(args={"stage": stage}, async_val=0, check_mode=False,
+                               action="rayfleet.cluster.stage_gate", get_validated_value=None)
+        connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp"))
+        action = ActionModule(task, connection, SimpleNamespace(), None,
+                              SimpleNamespace(copy_with_new_env=lambda **kw: None), None)
+        task_vars = dict(hostvars[host], groups=groups, ansible_play_hosts=["h1", "w1"],
+                         ansible_play_hosts_all=["h1", "w1"], hostvars=hostvars, **extra)
+        return action.run(task_vars=task_vars)
+
+    selected = run("select", "h1")
+    assert selected["inputs_changed"] == {"h1": ["ray"], "w1": []}
+    assert "rayfleet_stage_ray" in selected["groups"]["h1"]
+    assert "rayfleet_stage_common" not in selected["groups"]["h1"] + selected["groups"]["w1"]
+    assert sorted(asked) == ["h1", "w1"]
+    asked.clear()
+    # the gates read the selection's comparison, and compute no inputs again
+    assert run("ray", "h1", __rayfleet_select=selected)["run"]
+    worker = run("common", "w1", __rayfleet_select=selected)
+    assert not worker["run"] and worker["msg"] == "skipped: nothing drifted"
+    assert asked == []
+    # a host the selection did not compare runs every stage it has a record of
+    assert run("common", "w1")["msg"] == "runs: its inputs changed"
+
+
+def test_a_drift_check_without_digests_is_completed_by_the_comparison():
+    from ansible_collections.rayfleet.cluster.plugins.plugin_utils.stages import inputs_changed, with_inputs
+
+    found = {"stages": {"a": {"recorded": True, "inputs": "1", "inputs_changed": False},
+                        "b": {"recorded": True, "inputs": "2", "inputs_changed": False},
+                        "c": {"recorded": False, "inputs": None, "inputs_changed": None}}}
+    assert inputs_changed(found, {"a": "1", "b": "3", "c": "4"}) == ["b"]
+    # a stage whose inputs could not be computed counts as changed
+    assert inputs_changed(found, {"a": "1"}) == ["b"]
+    done = with_inputs(found, ["b"])
+    assert [done["stages"][n]["inputs_changed"] for n in "abc"] == [False, True, None]
+    assert [with_inputs(found, None)["stages"][n]["inputs_changed"] for n in "abc"] == [True, True, None]
+    assert found["stages"]["a"]["inputs_changed"] is False, "the registered result is not changed"
+    assert with_inputs(None, []) is None

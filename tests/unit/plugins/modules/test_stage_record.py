@@ -91,6 +91,7 @@ def test_a_record_is_root_only_and_a_clean_host_shows_no_drift(host):
     assert result["stages"]["ray"] == {
         "recorded": True,
         "inputs_changed": False,
+        "inputs": "i1",
         "drifted": [],
         "drifted_items": [],
         "upstream": {},
@@ -153,6 +154,7 @@ def test_new_inputs_and_missing_records_are_reported(host):
     assert result["stages"]["common"] == {
         "recorded": False,
         "inputs_changed": None,
+        "inputs": None,
         "drifted": [],
         "drifted_items": [],
         "upstream": {},
