@@ -141,12 +141,13 @@ class ActionModule(ActionBase):
     def _compare_inputs(self, hosts, variables, hostvars, groups):
         """{host: the stages whose inputs changed} for the hosts a drift check reached: each stage's inputs digest
         now (the host's variables, facts and plan) against its record's."""
-        out = {}
+        out, memo = {}, {}
         for other in hosts:
             found = _result(variables(other).get("__rayfleet_drift"))
             if not found or not found.get("stages"):
                 continue
             # a role default naming a controller file is rendered with that host's variables
             templar = self._templar.copy_with_new_env(available_variables=variables(other))
-            out[other] = inputs_changed(found, host_inputs(hostvars, other, groups, template=renderer(templar)))
+            out[other] = inputs_changed(found, host_inputs(hostvars, other, groups, template=renderer(templar),
+                                                           memo=memo))
         return out

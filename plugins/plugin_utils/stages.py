@@ -473,10 +473,11 @@ def renderer(templar):
     return lambda text: templar.template(trust_as_template(text))
 
 
-def host_inputs(hostvars, host, groups, only=None, template=None):
+def host_inputs(hostvars, host, groups, only=None, template=None, *, memo=None):
     """Each stage's inputs digest for host (only: that stage's, whatever groups host is in), read from Ansible's
     hostvars (inventory, group and extra variables; no role defaults: those are code), and the controller files the
-    stages put on it (template: renders a role default naming one)."""
+    stages put on it (template: renders a role default naming one). memo: a dict kept across the hosts of one run,
+    so the cluster section of the plan, the same for every host, is read and digested once."""
     root = collection_root()
     mine = hostvars[host]
     these = [stage(only)] if only else stages_of(mine.get("group_names") or [])
@@ -488,7 +489,8 @@ def host_inputs(hostvars, host, groups, only=None, template=None):
             values[key] = plain(mine[key])
         except Exception as exc:  # an undefined or broken template: its text and the error are the input
             values[key] = {"unrendered": plain(hostvars.raw_get(host).get(key)), "error": type(exc).__name__}
-    facts = plain(mine.get("ansible_facts") or {})
+    found = mine.get("ansible_facts") or {}
+    facts = {name: plain(found.get(name)) for name in INPUT_FACTS}
     # the cluster as this run planned it (the host's, else the head's: a host outside the plan's play), and a
     # member's own plan (a run limited to some hosts plans those)
     heads = groups.get("ray_head") or []
@@ -497,13 +499,27 @@ def host_inputs(hostvars, host, groups, only=None, template=None):
     cluster_plan = mine.get(CLUSTER_PLAN)
     if not isinstance(cluster_plan, Mapping) and heads:
         cluster_plan = hostvars[heads[0]].get(CLUSTER_PLAN)
-    cluster = plain(cluster_plan.get("cluster")) if isinstance(cluster_plan, Mapping) else None
+    cluster = None
+    if isinstance(cluster_plan, Mapping):
+        # registered once for the run (run_once), so the same for every host that has one
+        cluster = _once(memo, "cluster", lambda: plain(cluster_plan.get("cluster")))
     plan = None
     if own or cluster is not None:
         plan = {"host": plain(host_plan.get("host")) if own else None, "cluster": cluster}
     files = {item.name: controller_files(item, mine, template, root) for item in these if item.files}
-    return inputs_digests(code, values, facts, cluster_inputs(groups, cluster), these, variables=variables,
-                          plan=plan, own_plan=own, own_groups=mine.get("group_names") or [], files=files)
+    shared = memo if cluster is not None else None
+    return inputs_digests(code, values, facts, _once(shared, "members", lambda: cluster_inputs(groups, cluster)),
+                          these, variables=variables, plan=plan, own_plan=own,
+                          own_groups=mine.get("group_names") or [], files=files, memo=shared)
+
+
+def _once(memo, key, make):
+    """make(), kept in memo under key (memo None: nothing kept)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def inputs_changed(found, digests):
@@ -525,7 +541,7 @@ def with_inputs(found, changed):
 
 
 def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, variables=None, plan=None, own_plan=True,
-                   own_groups=(), files=None, now=None):
+                   own_groups=(), files=None, now=None, memo=None):
     """Each stage's inputs digest for one host: its code digest (code: {stage: digest} from stage_code, or one digest
     for every stage), the host's variables that stage reads (variables: {stage: names} from stage_variables; None:
     all of host_vars), the facts (the default addresses for the stages that read them), the other hosts as the
@@ -533,7 +549,8 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, variables=N
     contract groups and the members whole), what the stage reads of the host's cluster plan (plan, the host's own
     unless own_plan is false; plan_inputs), the controller files it puts on the host (files: {stage: controller_files})
     and with network membership the current period of a stage renewed every so often (renew_every_s; now: the time,
-    default time.time())."""
+    default time.time()). What a stage reads of the cluster goes in by its digest, worked out once per memo (the
+    same for every host of a run)."""
     facts = input_facts(facts or {})
     network = isinstance(plan, Mapping) and (plan.get("cluster") or {}).get("membership") == "network"
     now = time.time() if now is None else now
@@ -547,14 +564,15 @@ def inputs_digests(code, host_vars, facts, cluster, these=STAGES, *, variables=N
         inputs = {"code": code[item.name] if isinstance(code, Mapping) else code,
                   "facts": facts if reads_addresses else local, "stage": item.name, "vars": mine}
         if item.cluster_inputs == MEMBERS:
-            inputs["cluster"] = cluster
+            inputs["cluster"] = _once(memo, "members.digest", lambda: digest(cluster))
         elif item.cluster_inputs == HEAD:
             # the host's contract groups only: an inventory's own groups (a rack, a zone) decide no stage
             inputs["cluster"] = {"heads": cluster["groups"].get("ray_head") or [],
                                  "own_groups": sorted(set(own_groups or ()) & set(CONTRACT_GROUPS))}
         planned = plan_inputs(plan, item.plan, own_plan)
         if planned is not None:
-            inputs["plan"] = planned
+            inputs["plan"] = {key: _once(memo, "plan." + key, lambda value=value: digest(value))
+                              if key.split(".", 1)[0] == "cluster" else value for key, value in planned.items()}
         if item.files and files is not None:
             inputs["files"] = files.get(item.name)
         if item.renew_every_s and network:

@@ -291,7 +291,7 @@ def test_the_selection_compares_each_hosts_inputs_once_and_the_gates_use_it(monk
     now = {"h1": {"common": "c1", "ray": "r2"}, "w1": {"common": "c1", "ray": "r1"}}
     asked = []
 
-    def inputs_now(hostvars, host, groups, template=None):
+    def inputs_now(hostvars, host, groups, template=None, memo=None):
         asked.append(host)
         return now[host]
 

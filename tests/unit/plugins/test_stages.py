@@ -1210,3 +1210,34 @@ def test_a_hosts_inventory_groups_outside_the_contract_are_no_stage_input():
     with_gpu = digests(["ray_worker", "gpu"])
     assert {name for name in plain if plain[name] != with_gpu[name]} == {
         s.name for s in stages.STAGES if s.cluster_inputs == stages.HEAD}
+
+
+def test_a_run_digests_the_cluster_once_and_gets_what_each_host_alone_gets():
+    """The selection compares every host's inputs in one task, with one memo for the run: the cluster section of the
+    plan, the same for every host, is read and digested once, and each host's digests are those its own stage
+    record computes without one. A member's new address still changes what the cluster-reading stages take."""
+    workers = [f"w{i}" for i in range(4)]
+
+    def hostvars_for(ips):
+        def hostvars_of(name):
+            return {"ray_node_ip": ips[name], "ray_node_instances": None,
+                    "ansible_facts": {"ssh_host_key_ed25519_public": "AAAA" + name, "hostname": name}}
+
+        plan = _plan("w0", "worker", ips["w0"], {}, hostvars_of, workers=workers)
+        hostvars = _HostVars({w: {"group_names": ["ray_worker", "gpu"], **_registered(plan)} for w in workers})
+        hostvars["h"] = {"group_names": ["ray_head"], **_registered(plan)}
+        return hostvars
+
+    ips = {"h": "10.0.0.1", **{w: f"10.0.0.{i + 2}" for i, w in enumerate(workers)}}
+    groups = {"ray_head": ["h"], "ray_worker": workers, "gpu": workers}
+    hostvars = hostvars_for(ips)
+    memo = {}
+    together = {host: stages.host_inputs(hostvars, host, groups, memo=memo) for host in ["h", *workers]}
+    assert together == {host: stages.host_inputs(hostvars, host, groups) for host in ["h", *workers]}
+    assert "cluster" in memo and any(key.startswith("plan.cluster") for key in memo)
+    moved = stages.host_inputs(hostvars_for(dict(ips, w3="10.0.0.99")), "w0", groups, memo={})
+    readers = {item.name for item in STAGES if item.cluster_inputs == stages.MEMBERS
+               or any(key.split(".", 1)[0] == "cluster" and key.split(".", 1)[-1] not in stages.RUN_ONLY_PLAN_KEYS
+                      for key in item.plan or ())} & set(moved)
+    assert readers and all(moved[name] != together["w0"][name] for name in readers), readers
+    assert moved["common"] == together["w0"]["common"]
