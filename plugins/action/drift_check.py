@@ -35,8 +35,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="drift_check on %s: %s" % (host, exc))
             return result
         directory = self._task.args.get("directory") or record_dir(task_vars["hostvars"], host)
-        # null digests: the items only; the inputs are compared on the controller once the cluster is planned
-        names = {item.name: None for item in stages_of(task_vars.get("group_names") or [])}
+        # the items only: the inputs are compared on the controller once the cluster is planned
+        names = [item.name for item in stages_of(task_vars.get("group_names") or [])]
         subset = list(self._task.args.get("gather_subset") or [])
         module_args = {"stages": names, "directory": directory, "views": upstream_views(), "gather_subset": subset}
         acquire = None

@@ -406,15 +406,13 @@ def discard_aside(directory, stage):
     return _unlink(aside_path(directory, stage))
 
 
-def check_stage(record, inputs, states):
-    """Compare a record with the stage's inputs digest now and the states captured now."""
+def check_stage(record, states):
+    """Compare a record's items with the states captured now (its inputs are compared on the controller)."""
     if record is None:
-        return {"recorded": False, "inputs_changed": None, "inputs": None, "drifted": [], "drifted_items": [],
-                "upstream": {}, "digest": None}
+        return {"recorded": False, "inputs": None, "drifted": [], "drifted_items": [], "upstream": {}, "digest": None}
     keys = [key for key, recorded in sorted((record.get("state") or {}).items()) if states.get(key) != recorded]
     return {
         "recorded": True,
-        "inputs_changed": inputs is not None and record.get("inputs") != inputs,
         "inputs": record.get("inputs"),
         "drifted": [describe(key, record["state"][key], states.get(key)) for key in keys],
         "drifted_items": keys,

@@ -14,21 +14,21 @@ description:
   - Reads every stage record on the host (written by M(rayfleet.cluster.stage_record) when a stage finished there),
     captures the current state of every item the records name (files, units, packages, pip packages, mounts, users,
     groups, kernel modules, nftables tables) in a few commands for all of them, and compares.
-  - For each stage in O(stages) it returns whether the host has a record, whether the stage's inputs digest
-    changed, and which items drifted, each named with what changed.
+  - For each stage in O(stages) it returns whether the host has a record, the inputs digest the record holds, and
+    which items drifted, each named with what changed.
   - With O(gather_subset), it gathers the host's facts in the same round trip, as M(ansible.builtin.setup) does,
     so a converge's first contact with a host costs one module call.
-  - Changes nothing. C(site.yml) runs it first, with null digests, as the stages' inputs need the cluster's plan,
-    which needs the facts; M(rayfleet.cluster.stage_gate) compares each record's RV(stages.inputs) with the inputs
-    digest on the controller afterwards. Each stage then runs only where something drifted or an input changed.
+  - Changes nothing. C(site.yml) runs it first. The stages' inputs need the cluster's plan, which needs the facts,
+    so M(rayfleet.cluster.stage_gate) compares each record's RV(stages.inputs) with the inputs digest now on the
+    controller afterwards. Each stage then runs only where something drifted or an input changed.
 author:
   - rayfleet authors (@rayfleet)
 options:
   stages:
     description:
-      - Stage name to the digest of the stage's inputs now, as the controller computes it. A null digest compares
-        the items only.
-    type: dict
+      - The stages to compare, by name.
+    type: list
+    elements: str
     required: true
   gather_subset:
     description:
@@ -92,9 +92,7 @@ attributes:
 EXAMPLES = r"""
 - name: Compare the host with what each stage last applied
   rayfleet.cluster.drift_check:
-    stages:
-      common: "{{ common_inputs_digest }}"
-      ray: null
+    stages: [common, ray]
   register: drift
 """
 
@@ -106,11 +104,6 @@ stages:
   contains:
     recorded:
       description: Whether the host has a record of the stage.
-      type: bool
-    inputs_changed:
-      description:
-        - Whether the inputs digest differs from the recorded one (null without a record; false where O(stages)
-          gives no digest).
       type: bool
     inputs:
       description: The inputs digest the record holds (null without a record).
@@ -137,7 +130,6 @@ stages:
   sample:
     ray:
       recorded: true
-      inputs_changed: false
       inputs: "77c0..."
       drifted: ["file:/etc/rayfleet/ray-worker.json (sha256 3f2a... -> 9c1e...)"]
       drifted_items: ["file:/etc/rayfleet/ray-worker.json"]
@@ -197,7 +189,7 @@ from ansible_collections.rayfleet.cluster.plugins.module_utils.stage_state impor
 def build_module():
     return AnsibleModule(
         argument_spec=dict(
-            stages=dict(type="dict", required=True),
+            stages=dict(type="list", elements="str", required=True),
             directory=dict(type="path", default="/var/lib/rayfleet/stages"),
             image_directory=dict(type="path", default=IMAGE_RECORD_DIR),
             views=dict(type="list", elements="str", default=[]),
@@ -252,8 +244,7 @@ def main():
             items[repr(sorted(item.items()))] = item
     states = capture(module, list(items.values()))
     stages = {
-        name: dict(check_stage(records[name], module.params["stages"].get(name), states),
-                   from_image=effective[name][1])
+        name: dict(check_stage(records[name], states), from_image=effective[name][1])
         for name in module.params["stages"]
     }
     digests = {name: record_digest(record) for name, record in records.items() if record is not None}

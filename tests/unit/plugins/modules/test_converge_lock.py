@@ -110,7 +110,7 @@ def test_a_holder_on_this_controller_is_gone_only_when_its_process_is():
 
 def test_the_drift_check_takes_the_lock_in_its_own_round_trip(tmp_path):
     path = tmp_path / "converge.lock"
-    args = {"stages": {"ray": "i1"}, "directory": str(tmp_path / "records"), "image_directory": str(tmp_path / "i"),
+    args = {"stages": ["ray"], "directory": str(tmp_path / "records"), "image_directory": str(tmp_path / "i"),
             "lock_path": str(path)}
     out = run(drift_check, {**args, "lock_owner": owner("a")})
     assert not out.failed and out.result["lock"]["lock"] == "taken" and json.loads(path.read_text())["run"] == "a"
@@ -151,7 +151,7 @@ def test_acquire_takes_over_a_dead_runs_lock_named_by_the_first_attempt(tmp_path
     path.write_text(json.dumps(stale))
     head, shown = FakeHead(path), Warnings()
     acquire = action.Acquire(head, shown, "head")
-    first = run(drift_check, {"stages": {}, "directory": str(tmp_path / "r"), "lock_path": str(path),
+    first = run(drift_check, {"stages": [], "directory": str(tmp_path / "r"), "lock_path": str(path),
                               "lock_owner": acquire.owner}).result["lock"]
     assert first["lock"] == "busy"
     taken = acquire(found=first)
