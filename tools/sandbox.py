@@ -321,13 +321,16 @@ class Sandbox:
         return nets[self.network]["IPAddress"]
 
     def up(self, workers: int, image: str = IMAGE, launch: bool = False, submit: bool = False,
-           container_hosts: tuple[str, ...] = (), *, launch_extra: dict[str, dict] | None = None) -> list[dict]:
+           container_hosts: tuple[str, ...] = (), *, launch_extra: dict[str, dict] | None = None,
+           new_address: tuple[str, ...] = ()) -> list[dict]:
         """Start the head and N workers. ``launch``: hosts of a baked rayfleet image get their launch file and
         the cluster's token before they boot (as cloud-init's write_files would), so Ray starts at boot.
         ``submit``: also a submit host (a user's machine that is not a Ray node, group ray_submit), from the
         bare image, at the address just below the head's. ``container_hosts`` (head, worker1, ...): hosts that
         can run containers themselves (ray_runtime: container) - privileged, as nested podman needs.
-        ``launch_extra`` (host -> keys): more of a host's launch file (num_gpus, ...), for hosts that start now."""
+        ``launch_extra`` (host -> keys): more of a host's launch file (num_gpus, ...), for hosts that start now.
+        ``new_address`` (worker3, ...): hosts that start now at an address past every other host's, as a cloud's
+        replacement instance gets one of its own."""
         if image == IMAGE:
             build_image()
         elif not image_exists(image):
@@ -346,15 +349,16 @@ class Sandbox:
                                f"({', '.join(h for h, _g in wanted)})")
         existing = {h["container"] for h in self.hosts()}
         subnet = self.subnet()
-        if len(wanted) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
+        if len(wanted) + len(new_address) + FIRST_HOST_OFFSET >= subnet.num_addresses - 1:
             raise SandboxError(f"--workers {workers}: too many hosts for the sandbox network {subnet}")
         head_ip = str(subnet.network_address + FIRST_HOST_OFFSET)
         defaults = launch_defaults(image) if launch else {}
+        moved = {host: len(wanted) + i for i, host in enumerate(new_address)}
         for index, (host, group) in enumerate(wanted):
             if self.container(host) not in existing:
                 files = self.launch_files(group, head_ip, defaults, (launch_extra or {}).get(host)) if launch else {}
-                self._run_container(host, group, str(subnet.network_address + FIRST_HOST_OFFSET + index), image, files,
-                                    privileged=host in container_hosts)
+                address = str(subnet.network_address + FIRST_HOST_OFFSET + moved.get(host, index))
+                self._run_container(host, group, address, image, files, privileged=host in container_hosts)
         if submit and self.container("submit") not in existing:
             self._run_container("submit", "ray_submit", str(subnet.network_address + FIRST_HOST_OFFSET - 1))
             wanted.append(("submit", "ray_submit"))

@@ -282,12 +282,19 @@ def _replacement_state(sb):
     """What the cluster and the replacement say of it, for a run that did not resume there."""
     ray = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
     status = exec_on(sb, "head", f"cd /tmp && {ray} status -v; {ray} list placement-groups --detail", check=False)
+    # the GCS's own view of each node's free resources, which its placement group scheduler reads ('ray status'
+    # shows what the nodes report)
+    python = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python"
+    view = exec_on(sb, "head", f"cd /tmp && {python} -c 'import ray; from ray._private import state; "
+                               "ray.init(address=\"auto\", logging_level=\"ERROR\"); "
+                               "print(state.available_resources_per_node())'", check=False)
     # the GCS's placement group scheduler: why the run's worker group found no node
-    gcs = exec_on(sb, "head", "grep -ih 'placement' /tmp/ray/session_latest/logs/gcs_server.out | tail -40",
-                  check=False)
+    gcs = exec_on(sb, "head", "grep -ihE 'placement|failed to lease|health check failed' "
+                              "/tmp/ray/session_latest/logs/gcs_server.out | tail -40", check=False)
     own = exec_on(sb, "worker3", f"cat {ADMISSION_RECORD}; journalctl -u rayfleet-launch -u ray-worker --no-pager "
                                  "-n 40", check=False)
-    return (f"\n--- ray status and placement groups on the head:\n{status[-5000:]}\n--- the GCS on placement groups:\n"
+    return (f"\n--- ray status and placement groups on the head:\n{status[-5000:]}\n--- the GCS's free resources by "
+            f"node:\n{view[-2000:]}\n--- the GCS on placement groups:\n"
             f"{gcs[-4000:]}\n--- the replacement:\n{own[-3000:]}")
 
 
@@ -319,6 +326,7 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
         wait_alive(sb, head_ip, 4, timeout=180, admitted=True)
         reclaimed = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
+        reclaimed_address = sb.address(sb.container("worker3"))
         # the driver on the head, as the Ray user, left running in the background. Its worker group waits for a
         # node as long as a replacement takes to boot and prove itself (Ray Train's default, 60 s, is shorter: the
         # run would give up a worker group placed on the replacement while its worker still starts)
@@ -335,15 +343,17 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         podman("kill", sb.container("worker3"))
         sb.remove("worker3")
         # the replacement comes once the cluster has lost the node (a cloud's replacement takes longer than Ray's
-        # health check): Ray has declared it dead and the run has given up its worker group there
+        # health check): Ray has declared it dead and the run has given up its worker group there. It is a new
+        # instance at an address of its own, as a cloud's replacement is (docs/golden-images.md: a node back at the
+        # reclaimed one's address within the head's reconnect backoff)
         deadline = time.monotonic() + 120
         while len(alive_nodes(sb, head_ip)) > 3:
             assert time.monotonic() < deadline, "the reclaimed node is still alive in Ray after 120 s"
             time.sleep(1)
         time.sleep(10)
-        sb.up(3, image=IMAGE, launch=True, launch_extra=trainer)
+        sb.up(3, image=IMAGE, launch=True, launch_extra=trainer, new_address=("worker3",))
         replacement = exec_on(sb, "worker3", "cat /etc/machine-id").strip()
-        assert replacement != reclaimed
+        assert replacement != reclaimed and sb.address(sb.container("worker3")) != reclaimed_address
         deadline = time.monotonic() + 420
         log = ""
         while "RESULT " not in log:
