@@ -363,8 +363,10 @@ def test_a_worker_reclaimed_like_a_spot_instance_is_replaced_by_a_booted_host_an
         result = json.loads(log.split("RESULT ", 1)[1].splitlines()[0])
         before = [s for s in _states(sb, root) if s["machine"] == reclaimed]
         assert result["epoch"] == EPOCHS - 1 and result["machine"] == replacement, result
-        # resumed from a checkpoint the reclaimed worker wrote, read back from the store
-        assert 3 <= result["resumed_from"] <= before[-1]["epoch"] + 1, (before, result)
+        # resumed from a checkpoint the reclaimed worker wrote, read back from the store: at least the second of
+        # the three it had written when it was killed (the last one may have been in the store, not yet registered
+        # by Ray Train: the run cannot resume from that one)
+        assert 2 <= result["resumed_from"] <= before[-1]["epoch"] + 1, (before, result)
         assert all(s["machine"] == reclaimed for s in _states(sb, root) if s["epoch"] < result["resumed_from"])
     finally:
         sb.remove("worker3")
