@@ -20,7 +20,8 @@ Measures, on one sandbox (1 head + N workers, fresh containers):
   hand    the first converge's floor, last, on hosts made fresh again: by hand and on every host at once, the apt
           packages the first site.yml installed there (as its stage records list them, at their versions) and the
           Ray venv's requirements from the same wheelhouse (pip, --no-index), then `ray start` (head, then workers)
-          until Ray lists every node alive; the first site.yml is reported as a ratio to it
+          until Ray lists every node alive; the first site.yml is reported as a ratio to it, and beside it how busy
+          the machine's CPUs were during each and how many tasks the first site.yml ran on each host
 
 Prints a table and writes artifacts/bench-converge-<hosts>hosts.json (tools/bench_report.py puts it in
 docs/benchmarks.md). Not a test: figures vary with the machine.
@@ -56,6 +57,7 @@ AUTH_ENV = f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH}"
 RAY_STOP = f"sudo -u rayfleet env {AUTH_ENV} {VENV}/bin/ray stop --force >/dev/null 2>&1; true"
 CLUSTER_CLI = f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --auth-token-path {TOKEN_PATH}"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+RECAP_OK = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s")
 ROLE_LINE = re.compile(r"^(\S.*?) -{2,}\s*(\d+\.\d+)s$")
 
 
@@ -80,6 +82,13 @@ def remote(sb: Sandbox, address: str, command: str, check: bool = True) -> str:
     if check and proc.returncode != 0:
         raise BenchError(f"{address}: {command!r} failed (rc={proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout
+
+
+def cpu_since(busy0: float, all0: float) -> dict:
+    """How busy this machine's CPUs were since machine_cpu_s() gave (busy0, all0)."""
+    busy1, all1 = machine_cpu_s()
+    return {"busy_fraction": round((busy1 - busy0) / max(all1 - all0, 1e-9), 3), "cpus": os.cpu_count(),
+            "machine_busy_s": round(busy1 - busy0, 1)}
 
 
 def machine_cpu_s() -> tuple[float, float]:
@@ -115,9 +124,7 @@ def run_site(sb: Sandbox, *args: str, collections: str | None = None,
     proc = subprocess.run(["ansible-playbook", playbook, "-i", "inventories/sandbox", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     took = time.monotonic() - start
-    busy1, all1 = machine_cpu_s()
-    cpu = {"busy_fraction": round((busy1 - busy0) / max(all1 - all0, 1e-9), 3), "cpus": os.cpu_count(),
-           "machine_busy_s": round(busy1 - busy0, 1), "controller_s": round(controller_cpu_s() - controller0, 1)}
+    cpu = dict(cpu_since(busy0, all0), controller_s=round(controller_cpu_s() - controller0, 1))
     if proc.returncode != 0:
         raise BenchError(f"site.yml failed (rc={proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
     changed: dict[str, int] = {}
@@ -131,6 +138,11 @@ def run_site(sb: Sandbox, *args: str, collections: str | None = None,
         elif in_roles and (m := ROLE_LINE.match(line.strip())) and m.group(1) != "total":
             roles[m.group(1)] = float(m.group(2))
     return took, changed, roles, proc.stdout, cpu
+
+
+def tasks_per_host(out: str) -> dict[str, int]:
+    """host -> the tasks a run ran there (its recap's ok count, the changed ones included)."""
+    return {m.group(1): int(m.group(2)) for line in out.splitlines() if (m := RECAP_OK.match(line))}
 
 
 RECORDED = re.compile(r"^TASK \[Record what the stage applied, for the next drift check: (\w+)\]")
@@ -241,9 +253,10 @@ def install_list(records: list[dict], ray_requirements: str) -> tuple[list[str],
     return sorted(apt.values()), sorted(pip.values())
 
 
-def hand_floor(sb: Sandbox, workers: int, lists: dict[str, tuple[list[str], list[str]]]) -> tuple[float, dict]:
+def hand_floor(sb: Sandbox, workers: int, lists: dict[str, tuple[list[str], list[str]]]
+               ) -> tuple[float, dict, dict]:
     """Fresh hosts, then by hand on all of them at once what the first site.yml installed (lists: by role), then Ray
-    started until every node is alive. Returns the seconds and what was installed."""
+    started until every node is alive. Returns the seconds, what was installed and how busy the CPUs were."""
     sb.down()
     hosts = sb.up(workers)
     head = next(h["address"] for h in hosts if h["group"] == "ray_head")
@@ -257,6 +270,7 @@ def hand_floor(sb: Sandbox, workers: int, lists: dict[str, tuple[list[str], list
                             f"--find-links {WHEELHOUSE} {' '.join(repr(r) for r in pip)}")
 
     ray = f"{HAND_VENV}/bin/ray"
+    busy0, all0 = machine_cpu_s()
     begin = time.monotonic()
     with ThreadPoolExecutor(len(hosts)) as pool:
         list(pool.map(install, roles))
@@ -267,7 +281,7 @@ def hand_floor(sb: Sandbox, workers: int, lists: dict[str, tuple[list[str], list
                       [a for a, role in roles.items() if role == "worker"]))
     remote(sb, head, f"sudo timeout 120 {HAND_VENV}/bin/python - <<'EOF'\n{ALL_ALIVE % len(hosts)}EOF")
     took = time.monotonic() - begin
-    return took, {role: {"apt": apt, "pip": pip} for role, (apt, pip) in lists.items()}
+    return took, {role: {"apt": apt, "pip": pip} for role, (apt, pip) in lists.items()}, cpu_since(busy0, all0)
 
 
 def host_install_lists(sb: Sandbox, hosts: list[dict]) -> dict[str, tuple[list[str], list[str]]]:
@@ -299,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         head = next(h["address"] for h in hosts if h["group"] == "ray_head")
         workers = [h["address"] for h in hosts if h["group"] != "ray_head"]
         print(f"sandbox {sb.name}: {len(hosts)} fresh hosts; first site.yml ...", flush=True)
-        first, changed, roles, _out, first_cpu = run_site(sb)
+        first, changed, roles, first_out, first_cpu = run_site(sb)
+        first_tasks = tasks_per_host(first_out)
         ids = alive_nodes(sb, head)
         if len(ids) != len(hosts):
             raise BenchError(f"after the first run Ray lists {len(ids)} alive nodes, expected {len(hosts)}")
@@ -367,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(changed.values()):
             raise BenchError(f"site.yml after the floor runs changed something: {changed}")
         print("hand floor: fresh hosts, the same packages and wheels by hand, then ray start ...", flush=True)
-        hand, hand_installed = hand_floor(sb, args.workers, host_install_lists(sb, hosts))
+        hand, hand_installed, hand_cpu = hand_floor(sb, args.workers, host_install_lists(sb, hosts))
     except BenchError as exc:
         print(f"bench-converge: {exc}", file=sys.stderr)
         return 1
@@ -384,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_run_s": round(first, 1),
         "first_run_per_role_s": roles,
         "first_run_cpu": first_cpu,
+        "first_run_tasks_per_host": first_tasks,
         "rerun_s": [round(t, 2) for t in reruns],
         "rerun_median_s": round(statistics.median(reruns), 2),
         "rerun_per_role_median_s": {name: round(statistics.median(r.get(name, 0.0) for r in rerun_roles), 2)
@@ -406,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         "rerun_over_floor": round(statistics.median(reruns) / statistics.median(floors), 2),
         "hand_floor_s": round(hand, 1),
         "hand_floor_installed": hand_installed,
+        "hand_floor_cpu": hand_cpu,
         "first_over_hand_floor": round(first / hand, 2),
     }
 
@@ -415,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
             ("  CPU busy during it", f"{first_cpu['machine_busy_s']:.0f}",
              f"CPU-s: {first_cpu['busy_fraction']:.0%} of {first_cpu['cpus']} CPUs; the controller "
              f"{first_cpu['controller_s']:.0f} CPU-s"),
+            ("  tasks run per host", " / ".join(str(n) for n in first_tasks.values()),
+             ", ".join(first_tasks)),
             ("idempotent re-run (median)", f"{result['rerun_median_s']:.1f}",
              f"n={len(reruns)}, changed=0, Ray node ids unchanged"),
             *[(f"  {name}", f"{secs:.1f}", "profile_roles, median")
@@ -434,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             ("hand floor: the same packages and wheels by hand, then ray start", f"{hand:.1f}",
              f"fresh hosts, all at once; head: {len(hand_installed['head']['apt'])} apt packages, "
              f"{len(hand_installed['head']['pip'])} requirements"),
+            ("  CPU busy during it", f"{hand_cpu['machine_busy_s']:.0f}",
+             f"CPU-s: {hand_cpu['busy_fraction']:.0%} of {hand_cpu['cpus']} CPUs"),
             ("first site.yml / hand floor", f"{result['first_over_hand_floor']:.2f}", "goal <= 1.3")]
     publish(result, rows, args.out or str(ROOT / "artifacts" / f"bench-converge-{len(hosts)}hosts.json"))
     return 0

@@ -82,6 +82,9 @@ def converge_section(results: list[dict]) -> str:
                f"(hosts and controller together); the controller (`ansible-playbook`, its forks and ssh clients, "
                f"not the persistent ssh connections): "
                f"{r['first_run_cpu']['controller_s']:.0f} CPU-s |"] if r.get("first_run_cpu") else []),
+            *([f"| tasks the first run ran per host | {' / '.join(map(str, r['first_run_tasks_per_host'].values()))} "
+               f"| {', '.join(r['first_run_tasks_per_host'])} (the play recap's ok count) |"]
+              if r.get("first_run_tasks_per_host") else []),
             f"| idempotent re-run | {r['rerun_median_s']:.1f} | "
             f"{' / '.join(f'{t:.1f}' for t in r['rerun_s'])}; changed=0, Ray node ids unchanged; per role: "
             f"{_roles(r.get('rerun_per_role_median_s'), 0.3)} |",
@@ -116,6 +119,9 @@ def converge_section(results: list[dict]) -> str:
                 f"{r['hand_floor_s']:.1f} | every host at once: the apt packages the first run's records list, at "
                 f"their versions (the head: {len(head['apt'])}), and the Ray venv's {len(head['pip'])} requirements "
                 "from the same wheelhouse with pip, then `ray start` until every node is alive |",
+                *([f"| CPU busy during the hand floor | {r['hand_floor_cpu']['machine_busy_s']:.0f} CPU-s | "
+                   f"{r['hand_floor_cpu']['busy_fraction']:.0%} of the machine's {r['hand_floor_cpu']['cpus']} CPUs |"]
+                  if r.get("hand_floor_cpu") else []),
                 f"| first `site.yml` / hand floor | {r['first_over_hand_floor']:.2f} | goal: at most 1.3 |",
             ]
         lines.append("")
