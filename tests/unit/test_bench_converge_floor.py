@@ -33,3 +33,14 @@ def test_the_hand_floor_installs_the_recorded_packages_and_the_ray_roles_require
     # Ray with the extras the role asked for, not its bare recorded name; another venv's packages are not Ray's, and
     # uv, what the roles install with, is no package of the hand install
     assert pip == ["nvidia-ml-py==13.0", "ray[default]==2.60.0", "torch==2.13.0+cpu"]
+
+
+def test_the_first_runs_tasks_per_host_are_read_from_its_recap():
+    out = """PLAY RECAP *********************************************************************
+rayfleet-bench-head        : ok=312  changed=120  unreachable=0    failed=0    skipped=40   rescued=0    ignored=0
+rayfleet-bench-worker1     : ok=250  changed=99   unreachable=0    failed=0    skipped=38   rescued=0    ignored=0
+
+Tuesday 08 December 2026  02:11:01 +0000 (0:00:00.025)       0:03:13.449 ******
+"""
+    assert bench_converge.tasks_per_host(out) == {"rayfleet-bench-head": 312, "rayfleet-bench-worker1": 250}
+    assert bench_converge.tasks_per_host("no recap") == {}
