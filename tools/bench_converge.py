@@ -56,8 +56,7 @@ TOKEN_PATH = "/etc/rayfleet/auth-token"
 AUTH_ENV = f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH}"
 RAY_STOP = f"sudo -u rayfleet env {AUTH_ENV} {VENV}/bin/ray stop --force >/dev/null 2>&1; true"
 CLUSTER_CLI = f"sudo -u rayfleet {VENV}/bin/python -m rayfleet.cluster --auth-token-path {TOKEN_PATH}"
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
-RECAP_OK = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s")
+RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=\d+\s+failed=\d+")
 ROLE_LINE = re.compile(r"^(\S.*?) -{2,}\s*(\d+\.\d+)s$")
 
 
@@ -132,7 +131,7 @@ def run_site(sb: Sandbox, *args: str, collections: str | None = None,
     in_roles = False
     for line in proc.stdout.splitlines():
         if m := RECAP.match(line):
-            changed[m.group(1)] = int(m.group(2))
+            changed[m["host"]] = int(m["changed"])
         if "ROLES RECAP" in line:
             in_roles = True
         elif in_roles and (m := ROLE_LINE.match(line.strip())) and m.group(1) != "total":
@@ -142,7 +141,7 @@ def run_site(sb: Sandbox, *args: str, collections: str | None = None,
 
 def tasks_per_host(out: str) -> dict[str, int]:
     """host -> the tasks a run ran there (its recap's ok count, the changed ones included)."""
-    return {m.group(1): int(m.group(2)) for line in out.splitlines() if (m := RECAP_OK.match(line))}
+    return {m["host"]: int(m["ok"]) for line in out.splitlines() if (m := RECAP.match(line))}
 
 
 RECORDED = re.compile(r"^TASK \[Record what the stage applied, for the next drift check: (\w+)\]")

@@ -280,13 +280,13 @@ WORKER_GROUP_WAIT_S = 300
 
 def _replacement_state(sb):
     """What the cluster and the replacement say of it, for a run that did not resume there."""
-    ray = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/ray"
+    as_ray_user = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH}"
+    ray = f"{as_ray_user} {VENV}/bin/ray"
     status = exec_on(sb, "head", f"cd /tmp && {ray} status -v; {ray} list placement-groups --detail", check=False)
     # the GCS's own view of each node's free resources, which its placement group scheduler reads ('ray status'
     # shows what the nodes report)
-    python = f"sudo -u rayfleet env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={TOKEN_PATH} {VENV}/bin/python"
-    view = exec_on(sb, "head", f"cd /tmp && {python} -c 'import ray; from ray._private import state; "
-                               "ray.init(address=\"auto\", logging_level=\"ERROR\"); "
+    view = exec_on(sb, "head", f"cd /tmp && {as_ray_user} {VENV}/bin/python -c 'import ray; "
+                               "from ray._private import state; ray.init(address=\"auto\", logging_level=\"ERROR\"); "
                                "print(state.available_resources_per_node())'", check=False)
     # the GCS's placement group scheduler: why the run's worker group found no node
     gcs = exec_on(sb, "head", "grep -ihE 'placement|failed to lease|health check failed' "
